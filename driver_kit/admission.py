@@ -1,0 +1,131 @@
+"""Per-backend admission gate: an inter-process lock, one fresh read, counted claims.
+
+Two creates that each fit alone must not both pass when together they do not.
+A request takes the backend's in-process lock and then its external file lock
+(oslo.concurrency), reads fresh facts, decides, runs the backend command and
+records its claim. While other threads of the same process are queued for the
+same backend, the external lock is handed on without being released, so they may
+share the fresh read: every claim made since the read is added as in flight
+(Placement's generation idea), and no other process can have changed the pools.
+The lock covers every pool of a backend because one fresh read serves them all.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import threading
+from dataclasses import dataclass, field
+from typing import Any, Callable, Iterator
+
+from oslo_concurrency import lockutils
+
+LOG = logging.getLogger(__name__)
+
+__all__ = ["AdmissionGate"]
+
+#: how many queued requests may share one fresh read before it is taken anew
+MAX_SHARED_READS = 32
+
+
+@dataclass(slots=True)
+class _PoolState:
+    thread_lock: threading.Lock = field(default_factory=threading.Lock)
+    meta: threading.Lock = field(default_factory=threading.Lock)
+    waiting: int = 0
+    external: Any = None
+    facts: Any = None
+    claims: dict[str, float] = field(default_factory=dict)
+    shared_uses: int = 0
+
+
+class AdmissionGate:
+    """Serialises admissions per pool across threads and processes."""
+
+    def __init__(self, lock_path: str, *, prefix: str = "driver_kit-") -> None:
+        self._lock_path = lock_path
+        self._prefix = prefix
+        self._pools: dict[str, _PoolState] = {}
+        self._pools_lock = threading.Lock()
+
+    def _state(self, key: str) -> _PoolState:
+        with self._pools_lock:
+            return self._pools.setdefault(key, _PoolState())
+
+    def lock_file(self, key: str) -> str:
+        """Where the external lock of ``key`` lives (for operators and tests)."""
+        return os.path.join(self._lock_path, f"{self._prefix}{key}")
+
+    @contextlib.contextmanager
+    def hold(self, key: str, read_facts: Callable[[], Any]) -> Iterator["_Session"]:
+        """Hold the pool lock; yield a session with fresh facts and the claims since."""
+        state = self._state(key)
+        with state.meta:
+            state.waiting += 1
+        state.thread_lock.acquire()
+        try:
+            with state.meta:
+                state.waiting -= 1
+            if state.external is None or state.facts is None \
+                    or state.shared_uses >= MAX_SHARED_READS:
+                self._release_external(state)
+                os.makedirs(self._lock_path, exist_ok=True)
+                lock = lockutils.external_lock(key, lock_file_prefix=self._prefix,
+                                               lock_path=self._lock_path)
+                lock.acquire()
+                state.external = lock
+                state.facts = None
+                try:
+                    state.facts = read_facts()
+                except BaseException:
+                    self._release_external(state)
+                    raise
+                state.claims = {}
+                state.shared_uses = 0
+            state.shared_uses += 1
+            session = _Session(state.facts, state.claims)
+            try:
+                yield session
+            finally:
+                if session.uncertain:
+                    # the backend may have changed in a way we cannot count
+                    self._release_external(state)
+                with state.meta:
+                    if state.waiting == 0:
+                        self._release_external(state)
+        finally:
+            state.thread_lock.release()
+
+    @staticmethod
+    def _release_external(state: _PoolState) -> None:
+        if state.external is not None:
+            try:
+                state.external.release()
+            except Exception:  # a lock we cannot release is logged, not fatal
+                LOG.exception("could not release admission lock")
+            state.external = None
+        state.facts = None
+        state.claims = {}
+        state.shared_uses = 0
+
+
+class _Session:
+    """What one admission sees: the shared facts and the claims made since."""
+
+    def __init__(self, facts: Any, claims: dict[str, float]) -> None:
+        self.facts = facts
+        self._claims = claims
+        self.uncertain = False
+
+    def in_flight_gb(self, pool_name: str) -> float:
+        """GiB admitted on ``pool_name`` since the facts were read."""
+        return self._claims.get(pool_name, 0.0)
+
+    def record(self, pool_name: str, size_gb: float) -> None:
+        """Count capacity taken by a command that succeeded after the read."""
+        self._claims[pool_name] = self._claims.get(pool_name, 0.0) + size_gb
+
+    def mark_uncertain(self) -> None:
+        """A command failed midway: the next request must read the backend anew."""
+        self.uncertain = True

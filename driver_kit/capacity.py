@@ -1,0 +1,368 @@
+"""Capacity math: pure functions that agree with the Cinder scheduler.
+
+The three ``calculate_*`` functions take Cinder's arguments in Cinder's order
+and return what Cinder's scheduler computes for them, to the digit (the reserved
+amount is floored, factors are rounded to 2 decimals with ``round``). They
+validate their inputs; ``driver_kit.scheduler``, which must also digest what
+non-compliant drivers report, uses the unvalidated cores ``_factors`` and
+``_resolve_ratio``.
+
+``admit`` is the kit's own admission decision (DESIGN.md): it uses exact
+decimal arithmetic so that a refusal or an admission never depends on float
+error, and returns the full breakdown.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from fractions import Fraction
+from typing import Any, Final, Literal
+
+from driver_kit.exceptions import InvalidInput, InvalidSize
+
+__all__ = [
+    "AUTO", "INITIAL_AUTO_RATIO", "CALCULATIONS", "AdmissionCheck",
+    "AdmissionDecision", "admit", "calculate_capacity_factors",
+    "calculate_max_over_subscription_ratio", "calculate_virtual_free_capacity",
+    "validate_ratio", "validate_reserved_percentage",
+]
+
+AUTO: Final = "auto"
+INITIAL_AUTO_RATIO: Final = 20.0
+CALCULATIONS: Final = ("standard", "cinder")
+_INFINITE_UNKNOWN: Final = ("infinite", "unknown")
+
+
+# --------------------------------------------------------------------------
+# validation shared by every public entry point
+
+def _check_capacity(name: str, value: Any) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise InvalidInput(f"{name} must be a number of GiB, got {value!r}")
+    if math.isnan(value) or math.isinf(value):
+        raise InvalidInput(f"{name} must be finite, got {value!r}")
+    if value < 0:
+        raise InvalidInput(f"{name} cannot be negative, got {value!r}")
+    return value
+
+
+def validate_ratio(value: Any, *, allow_auto: bool = False) -> float | str:
+    """Return a max over-subscription ratio as a float >= 1.0 (or 'auto').
+
+    Strings such as '2.0' are accepted, as Cinder's config does; a ratio below
+    1.0 is refused (Cinder silently accepts it; the spec says >= 1.0).
+    """
+    if allow_auto and isinstance(value, str) and value.strip().lower() == AUTO:
+        return AUTO
+    if isinstance(value, bool):
+        raise InvalidInput(f"max_over_subscription_ratio must be a number, got {value!r}")
+    try:
+        ratio = float(value)
+    except (TypeError, ValueError):
+        hint = " or 'auto'" if allow_auto else ""
+        raise InvalidInput(
+            f"max_over_subscription_ratio must be a number >= 1.0{hint}, got {value!r}"
+        ) from None
+    if math.isnan(ratio) or math.isinf(ratio) or ratio < 1.0:
+        raise InvalidInput(
+            f"max_over_subscription_ratio must be a finite number >= 1.0, got {value!r}")
+    return ratio
+
+
+def validate_reserved_percentage(value: Any) -> int | float:
+    """Return a reserved percentage in 0..100, refusing anything else."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise InvalidInput(f"reserved_percentage must be a number 0..100, got {value!r}")
+    if math.isnan(value) or not 0 <= value <= 100:
+        raise InvalidInput(f"reserved_percentage must be within 0..100, got {value!r}")
+    return value
+
+
+def _check_bool(name: str, value: Any) -> bool:
+    if not isinstance(value, bool):
+        raise InvalidInput(f"{name} must be True or False, got {value!r}")
+    return value
+
+
+# --------------------------------------------------------------------------
+# Cinder-exact cores (no validation: the scheduler feeds them anything)
+
+def _factors(total_capacity: Any, free_capacity: Any, provisioned_capacity: Any,
+             thin_provisioning_support: Any, max_over_subscription_ratio: Any,
+             reserved_percentage: Any, thin: Any) -> dict[str, Any]:
+    """Capacity factors exactly as Cinder's scheduler computes them."""
+    total = float(total_capacity)
+    reserved_fraction = float(reserved_percentage) / 100
+    reserved_capacity = math.floor(total * reserved_fraction)
+    total_reserved_available = total - reserved_capacity
+
+    if thin and thin_provisioning_support:
+        provisioned_type = "thin"
+        total_available = total_reserved_available * max_over_subscription_ratio
+        calculated_free = total_available - provisioned_capacity
+        virtual_free = calculated_free
+    else:
+        provisioned_type = "thick"
+        total_available = total_reserved_available
+        calculated_free = total_available - provisioned_capacity
+        # Thick volumes take real space: never more than the backend has free.
+        virtual_free = free_capacity if free_capacity < calculated_free else calculated_free
+
+    if total_available:
+        provisioned_ratio = provisioned_capacity / total_available
+        free_percent = virtual_free / total_available * 100
+    else:
+        provisioned_ratio = 0
+        free_percent = 0
+
+    return {
+        "total_capacity": total,
+        "free_capacity": free_capacity,
+        "reserved_capacity": reserved_capacity,
+        "total_reserved_available_capacity": round(total_reserved_available, 2),
+        "max_over_subscription_ratio":
+            max_over_subscription_ratio if provisioned_type == "thin" else None,
+        "total_available_capacity": round(total_available, 2),
+        "provisioned_capacity": provisioned_capacity,
+        "calculated_free_capacity": round(calculated_free, 2),
+        "virtual_free_capacity": round(virtual_free, 2),
+        "free_percent": round(free_percent, 2),
+        "provisioned_ratio": round(provisioned_ratio, 2),
+        "provisioned_type": provisioned_type,
+    }
+
+
+def _resolve_ratio(capability: dict[str, Any], global_ratio: Any) -> float:
+    """The ratio Cinder's host manager derives from a pool report."""
+    allocated = capability.get("allocated_capacity_gb", 0)
+    provisioned = capability.get("provisioned_capacity_gb", allocated)
+    total = capability.get("total_capacity_gb", 0)
+    free = capability.get("free_capacity_gb", 0)
+
+    # Without thin support, or with unusable capacities, the filter never
+    # looks at the ratio, so Cinder answers 1.0.
+    if not capability.get("thin_provisioning_support", False):
+        return 1.0
+    if total in _INFINITE_UNKNOWN or free in _INFINITE_UNKNOWN:
+        return 1.0
+
+    ratio = capability.get("max_over_subscription_ratio") or global_ratio
+    if ratio == AUTO:
+        if provisioned != 0:
+            return 1 + float(provisioned) / (total - free + 1)
+        return INITIAL_AUTO_RATIO
+    return float(ratio)
+
+
+# --------------------------------------------------------------------------
+# public, validated
+
+def calculate_capacity_factors(total_capacity: float, free_capacity: float,
+                               provisioned_capacity: float,
+                               thin_provisioning_support: bool,
+                               max_over_subscription_ratio: float,
+                               reserved_percentage: int,
+                               thin: bool) -> dict[str, Any]:
+    """The seed-002 capacity factors of one pool for one provisioning type (GiB).
+
+    ``thin`` asks for the thin view; it takes effect only when the pool
+    supports thin provisioning, as in Cinder.
+    """
+    _check_capacity("total_capacity", total_capacity)
+    _check_capacity("free_capacity", free_capacity)
+    _check_capacity("provisioned_capacity", provisioned_capacity)
+    _check_bool("thin_provisioning_support", thin_provisioning_support)
+    _check_bool("thin", thin)
+    ratio = validate_ratio(max_over_subscription_ratio)
+    validate_reserved_percentage(reserved_percentage)
+    return _factors(total_capacity, free_capacity, provisioned_capacity,
+                    thin_provisioning_support, ratio, reserved_percentage, thin)
+
+
+def calculate_virtual_free_capacity(total_capacity: float, free_capacity: float,
+                                    provisioned_capacity: float,
+                                    thin_provisioning_support: bool,
+                                    max_over_subscription_ratio: float,
+                                    reserved_percentage: int,
+                                    thin: bool) -> float:
+    """The capacity (GiB) left for new volumes, as Cinder's weigher sees it."""
+    return calculate_capacity_factors(
+        total_capacity, free_capacity, provisioned_capacity,
+        thin_provisioning_support, max_over_subscription_ratio,
+        reserved_percentage, thin)["virtual_free_capacity"]
+
+
+def calculate_max_over_subscription_ratio(
+        capability: dict[str, Any],
+        global_max_over_subscription_ratio: float | str) -> float:
+    """The effective ratio of a pool report, resolving 'auto' as Cinder does.
+
+    'auto' is ``1 + provisioned / (total - free + 1)``, or 20.0 while nothing
+    is provisioned; a pool without thin support gets 1.0.
+    """
+    if not isinstance(capability, dict):
+        raise InvalidInput(f"capability must be a dict, got {type(capability).__name__}")
+    global_ratio = validate_ratio(global_max_over_subscription_ratio, allow_auto=True)
+    checked = dict(capability)
+    for key in ("total_capacity_gb", "free_capacity_gb", "provisioned_capacity_gb",
+                "allocated_capacity_gb"):
+        if key in checked:
+            _check_capacity(key, checked[key])
+    if checked.get("free_capacity_gb", 0) > checked.get("total_capacity_gb", 0):
+        raise InvalidInput(f"free_capacity_gb {checked['free_capacity_gb']!r} exceeds "
+                           f"total_capacity_gb {checked.get('total_capacity_gb', 0)!r}")
+    if checked.get("max_over_subscription_ratio") is not None:
+        checked["max_over_subscription_ratio"] = validate_ratio(
+            checked["max_over_subscription_ratio"], allow_auto=True)
+    if "thin_provisioning_support" in checked:
+        _check_bool("thin_provisioning_support", checked["thin_provisioning_support"])
+    return _resolve_ratio(checked, global_ratio)
+
+
+# --------------------------------------------------------------------------
+# admission
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class AdmissionCheck:
+    """One inequality of an admission decision: ``needed <= allowed`` (GiB)."""
+
+    name: str
+    formula: str
+    needed_gb: float
+    allowed_gb: float
+    passed: bool
+
+    @property
+    def shortfall_gb(self) -> float:
+        """How far ``needed`` exceeds ``allowed`` (0 when the check passes)."""
+        return max(0.0, round(self.needed_gb - self.allowed_gb, 6))
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class AdmissionDecision:
+    """Whether a create or extend fits a pool, with every figure that decided it."""
+
+    admitted: bool
+    pool_name: str
+    provisioning_type: Literal["thin", "thick"]
+    calculation: str
+    requested_gb: float
+    total_capacity_gb: float
+    free_capacity_gb: float
+    provisioned_capacity_gb: float
+    in_flight_gb: float
+    reserved_percentage: float
+    reserved_capacity_gb: float
+    max_over_subscription_ratio: float
+    checks: tuple[AdmissionCheck, ...] = field(default_factory=tuple)
+
+    @property
+    def failed_checks(self) -> tuple[AdmissionCheck, ...]:
+        return tuple(c for c in self.checks if not c.passed)
+
+    def as_dict(self) -> dict[str, Any]:
+        """The breakdown as plain data (for JSON output and notifications)."""
+        return {
+            "admitted": self.admitted, "pool_name": self.pool_name,
+            "provisioning_type": self.provisioning_type,
+            "calculation": self.calculation, "requested_gb": self.requested_gb,
+            "total_capacity_gb": self.total_capacity_gb,
+            "free_capacity_gb": self.free_capacity_gb,
+            "provisioned_capacity_gb": self.provisioned_capacity_gb,
+            "in_flight_gb": self.in_flight_gb,
+            "reserved_percentage": self.reserved_percentage,
+            "reserved_capacity_gb": self.reserved_capacity_gb,
+            "max_over_subscription_ratio": self.max_over_subscription_ratio,
+            "checks": [{"name": c.name, "formula": c.formula, "needed_gb": c.needed_gb,
+                        "allowed_gb": c.allowed_gb, "passed": c.passed,
+                        "shortfall_gb": c.shortfall_gb} for c in self.checks],
+        }
+
+    def explain(self) -> str:
+        """A few lines an operator can read to see why."""
+        verdict = "admitted" if self.admitted else "refused"
+        lines = [
+            f"{self.provisioning_type} request of {self.requested_gb:g} GiB on pool "
+            f"{self.pool_name or '?'} {verdict} ({self.calculation} calculation): "
+            f"total {self.total_capacity_gb:g} GiB, free {self.free_capacity_gb:g} GiB, "
+            f"provisioned {self.provisioned_capacity_gb:g} GiB, in flight "
+            f"{self.in_flight_gb:g} GiB, reserved {self.reserved_percentage:g}% = "
+            f"{self.reserved_capacity_gb:g} GiB, max over-subscription ratio "
+            f"{self.max_over_subscription_ratio:g}"]
+        for check in self.checks:
+            state = "ok" if check.passed else f"FAILED by {check.shortfall_gb:g} GiB"
+            lines.append(f"  {check.name}: {check.formula}: {check.needed_gb:g} <= "
+                         f"{check.allowed_gb:g} {state}")
+        return "\n".join(lines)
+
+
+def _exact(value: float) -> Fraction:
+    return Fraction(repr(float(value)))
+
+
+def _to_float(value: Fraction) -> float:
+    return float(round(value, 9))
+
+
+def admit(*, total_capacity: float, free_capacity: float, provisioned_capacity: float,
+          requested: float, max_over_subscription_ratio: float,
+          reserved_percentage: int | float, thin: bool, in_flight: float = 0.0,
+          calculation: str = "cinder", pool_name: str = "") -> AdmissionDecision:
+    """Decide whether ``requested`` GiB more fit a pool (DESIGN.md, Admission).
+
+    reserved = floor(total * reserved% / 100);
+    thin standard: provisioned + in_flight + requested <= (total - reserved) * ratio;
+    thin cinder: the standard check and requested <= (free - reserved) * ratio;
+    thick: requested <= min(free - reserved - in_flight,
+                            total - reserved - provisioned - in_flight)
+    (in-flight thick claims will take free space too, so they count on both sides).
+    """
+    total = _check_capacity("total_capacity", total_capacity)
+    free = _check_capacity("free_capacity", free_capacity)
+    provisioned = _check_capacity("provisioned_capacity", provisioned_capacity)
+    pending = _check_capacity("in_flight", in_flight)
+    if isinstance(requested, bool) or not isinstance(requested, (int, float)) \
+            or math.isnan(requested) or math.isinf(requested) or requested <= 0:
+        raise InvalidSize(f"requested size must be a positive number of GiB, got {requested!r}")
+    ratio = validate_ratio(max_over_subscription_ratio)
+    reserved_pct = validate_reserved_percentage(reserved_percentage)
+    _check_bool("thin", thin)
+    if calculation not in CALCULATIONS:
+        raise InvalidInput(f"calculation must be one of {', '.join(CALCULATIONS)}, "
+                           f"got {calculation!r}")
+
+    reserved = math.floor(_exact(total) * _exact(reserved_pct) / 100)
+    size = _exact(requested)
+    checks: list[AdmissionCheck] = []
+
+    def check(name: str, formula: str, needed: Fraction, allowed: Fraction) -> None:
+        checks.append(AdmissionCheck(name=name, formula=formula,
+                                     needed_gb=_to_float(needed),
+                                     allowed_gb=_to_float(allowed),
+                                     passed=needed <= allowed))
+
+    if thin:
+        check("provisioned_cap",
+              "provisioned + in_flight + requested <= (total - reserved) * ratio",
+              _exact(provisioned) + _exact(pending) + size,
+              (_exact(total) - reserved) * _exact(ratio))
+        if calculation == "cinder":
+            check("free_cap", "requested <= (free - reserved) * ratio",
+                  size, (_exact(free) - reserved) * _exact(ratio))
+    else:
+        ratio = 1.0
+        check("free_space", "requested <= free - reserved - in_flight",
+              size, _exact(free) - reserved - _exact(pending))
+        check("provisioned_cap",
+              "requested <= total - reserved - provisioned - in_flight",
+              size, _exact(total) - reserved - _exact(provisioned) - _exact(pending))
+
+    return AdmissionDecision(
+        admitted=all(c.passed for c in checks), pool_name=pool_name,
+        provisioning_type="thin" if thin else "thick", calculation=calculation,
+        requested_gb=float(requested), total_capacity_gb=float(total),
+        free_capacity_gb=float(free), provisioned_capacity_gb=float(provisioned),
+        in_flight_gb=float(pending), reserved_percentage=float(reserved_pct),
+        reserved_capacity_gb=float(reserved), max_over_subscription_ratio=float(ratio),
+        checks=tuple(checks))

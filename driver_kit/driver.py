@@ -1,0 +1,438 @@
+"""``VolumeDriver``: the base class vendor drivers subclass.
+
+A subclass implements a few backend hooks (read pool facts, create, delete,
+extend, find a volume; snapshots and clones optionally). In return:
+
+* ``get_volume_stats()`` is a template method whose report is compliant by
+  construction: config applied ('auto' resolved, reserved), conservative
+  rounding, capacity factors, validation, and fail-closed pools when the
+  backend cannot be read or its facts break a rule;
+* every create, extend, snapshot and clone goes through the admission guard
+  (per-backend inter-process lock, fresh facts, in-flight claims, ``admit()``)
+  before the backend command runs, so the ratio holds even when no scheduler
+  was asked;
+* capacity notifications (Kilo spec) go to a pluggable notifier.
+"""
+
+from __future__ import annotations
+
+import abc
+import json
+import logging
+import math
+import threading
+from dataclasses import dataclass
+from typing import Any, Callable, Mapping, Sequence
+
+from driver_kit import capacity
+from driver_kit.admission import AdmissionGate
+from driver_kit.config import BackendConfig, load_backend_config
+from driver_kit.exceptions import (AlreadyExists, BackendError, BackendUnavailable, CapacityExceeded,
+                                   DriverKitError, InvalidInput, InvalidSize, PoolNotFound,
+                                   SnapshotNotFound, VolumeNotFound)
+from driver_kit.stats import (BackendStats, PoolFacts, PoolStats, build_pool_stats,
+                              down_pool_stats, validate_stats)
+
+LOG = logging.getLogger(__name__)
+
+__all__ = ["VolumeDriver", "VolumeInfo", "Notifier", "log_notifier", "validate_size_gb",
+           "provisioning_type"]
+
+Notifier = Callable[[str, dict[str, Any]], None]
+
+
+def log_notifier(event_type: str, payload: dict[str, Any]) -> None:
+    """Default notifier: one structured WARNING line per notification."""
+    LOG.warning("capacity notification %s %s", event_type, json.dumps(payload, sort_keys=True))
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class VolumeInfo:
+    """A volume as the backend has it: name, whole-GiB size, pool, thin or thick."""
+
+    name: str
+    size_gb: int
+    pool_name: str
+    thin: bool
+
+
+def validate_size_gb(size_gb: Any, what: str = "size") -> int:
+    """A volume size must be a positive whole number of GiB, as in Cinder."""
+    if isinstance(size_gb, bool):
+        raise InvalidSize(f"{what} must be a whole number of GiB, got {size_gb!r}")
+    if isinstance(size_gb, float):
+        if math.isnan(size_gb) or math.isinf(size_gb) or not size_gb.is_integer():
+            raise InvalidSize(f"{what} must be a whole number of GiB, got {size_gb!r}")
+        size_gb = int(size_gb)
+    if not isinstance(size_gb, int):
+        raise InvalidSize(f"{what} must be a whole number of GiB, got {size_gb!r}")
+    if size_gb <= 0:
+        raise InvalidSize(f"{what} must be at least 1 GiB, got {size_gb}")
+    return size_gb
+
+
+def provisioning_type(extra_specs: Mapping[str, Any] | None) -> str | None:
+    """The ``provisioning:type`` a volume type asks for: 'thin', 'thick' or None."""
+    if extra_specs is None:
+        return None
+    if not isinstance(extra_specs, Mapping):
+        raise InvalidInput(f"extra_specs must be a mapping, got {extra_specs!r}")
+    wanted = extra_specs.get("provisioning:type")
+    if wanted is None:
+        return None
+    if wanted not in ("thin", "thick"):
+        raise InvalidInput(f"provisioning:type must be 'thin' or 'thick', got {wanted!r}")
+    return wanted
+
+
+class VolumeDriver(abc.ABC):
+    """Base class of every driver; subclasses implement the ``backend_*`` hooks.
+
+    Sizes at this API are whole GiB; facts from the backend are integer bytes.
+    No I/O happens in the constructor: call ``do_setup()`` and
+    ``check_for_setup_error()`` first, as Cinder's volume manager does.
+    """
+
+    VENDOR_NAME: str = "Open Source"
+    DRIVER_VERSION: str = "1.0.0"
+    STORAGE_PROTOCOL: str = "iSCSI"
+    #: driver-specific oslo.config options, registered in the backend's section
+    OPTIONS: Sequence[Any] = ()
+
+    def __init__(self, configuration: BackendConfig | None = None, *,
+                 notifier: Notifier | None = None) -> None:
+        self.configuration = configuration or load_backend_config(
+            extra_opts=self.OPTIONS)
+        self.notifier: Notifier = notifier or log_notifier
+        self._gate = AdmissionGate(self.configuration.lock_path)
+        self._stats: dict[str, Any] | None = None
+        self._stats_lock = threading.Lock()
+        self._known_pools: tuple[str, ...] = ()
+
+    # ------------------------------------------------------------------ hooks
+    def do_setup(self) -> None:
+        """Prepare the backend (connect, create what config allows). Default: nothing."""
+
+    def check_for_setup_error(self) -> None:
+        """Raise a clear error if the backend is not usable. Default: nothing."""
+
+    @abc.abstractmethod
+    def backend_read_pools(self) -> Sequence[PoolFacts]:
+        """Fresh facts of every pool, counted from the backend itself (never a ledger).
+
+        Raise ``BackendError`` when the backend cannot be read.
+        """
+
+    @abc.abstractmethod
+    def backend_find_volume(self, name: str) -> VolumeInfo | None:
+        """The volume called ``name``, or None."""
+
+    @abc.abstractmethod
+    def backend_create_volume(self, name: str, size_gb: int, *, pool_name: str,
+                              thin: bool) -> None:
+        """Create a volume; the kit has already admitted it."""
+
+    @abc.abstractmethod
+    def backend_delete_volume(self, name: str) -> None:
+        """Delete a volume; raise ``VolumeNotFound`` if it does not exist."""
+
+    @abc.abstractmethod
+    def backend_extend_volume(self, name: str, new_size_gb: int) -> None:
+        """Grow a volume to ``new_size_gb``; the kit has already admitted the growth."""
+
+    def backend_create_snapshot(self, name: str, volume: VolumeInfo) -> None:
+        """Snapshot ``volume``. Default: snapshots are not supported."""
+        raise NotImplementedError(f"{type(self).__name__} does not support snapshots")
+
+    def backend_delete_snapshot(self, name: str) -> None:
+        """Delete a snapshot; raise ``SnapshotNotFound`` if it does not exist."""
+        raise NotImplementedError(f"{type(self).__name__} does not support snapshots")
+
+    def backend_find_snapshot(self, name: str) -> VolumeInfo | None:
+        """The snapshot called ``name`` (its size is its origin's), or None."""
+        return None
+
+    def backend_create_volume_from_snapshot(self, name: str, snapshot: VolumeInfo,
+                                            size_gb: int) -> None:
+        """Create a volume from a snapshot. Default: not supported."""
+        raise NotImplementedError(f"{type(self).__name__} cannot create from snapshots")
+
+    def backend_clone_volume(self, name: str, source: VolumeInfo, size_gb: int) -> None:
+        """Create a volume as a copy of another. Default: not supported."""
+        raise NotImplementedError(f"{type(self).__name__} cannot clone volumes")
+
+    def validate_name(self, name: Any) -> str:
+        """Refuse names the backend cannot take; override with the backend's rules."""
+        if not isinstance(name, str) or not name or name.startswith("-") \
+                or any(c.isspace() or c in "/\\;&|$`'\"<>(){}*?!~#\0" for c in name):
+            raise InvalidInput(f"invalid volume name {name!r}")
+        return name
+
+    # ------------------------------------------------------------------ stats
+    def get_volume_stats(self, refresh: bool = False) -> dict[str, Any]:
+        """The Cinder-shaped report; cached unless ``refresh`` or never read."""
+        with self._stats_lock:
+            if self._stats is None or refresh:
+                self._stats = self._build_stats()
+            return self._stats
+
+    def _read_pools_or_raise(self) -> list[PoolFacts]:
+        try:
+            facts = list(self.backend_read_pools())
+        except BackendError:
+            raise
+        except Exception as exc:
+            raise BackendUnavailable(f"cannot read the backend: {exc}") from exc
+        if not facts:
+            raise BackendUnavailable("the backend reported no pools")
+        return facts
+
+    def _pool_stats(self, facts: PoolFacts) -> PoolStats:
+        conf = self.configuration
+        try:
+            return build_pool_stats(
+                facts, max_over_subscription_ratio=conf.max_over_subscription_ratio,
+                reserved_percentage=conf.reserved_percentage,
+                calculation=conf.over_provisioning_calculation)
+        except InvalidInput as exc:
+            LOG.error("pool %s reported down: %s", facts.pool_name, exc)
+            return down_pool_stats(str(facts.pool_name or "unknown"), str(exc),
+                                   reserved_percentage=conf.reserved_percentage,
+                                   thin=bool(facts.thin_provisioning_support),
+                                   thick=bool(facts.thick_provisioning_support))
+
+    def _build_stats(self) -> dict[str, Any]:
+        conf = self.configuration
+        try:
+            pools = [self._pool_stats(f) for f in self._read_pools_or_raise()]
+            self._known_pools = tuple(p.pool_name for p in pools)
+        except Exception as exc:  # fail closed, whatever went wrong
+            reason = f"backend cannot be read: {exc}"
+            LOG.error("%s: all pools reported down: %s", conf.backend, reason)
+            names = self._known_pools or (conf.volume_backend_name,)
+            pools = [down_pool_stats(n, reason, reserved_percentage=conf.reserved_percentage)
+                     for n in names]
+        report = BackendStats(volume_backend_name=conf.volume_backend_name,
+                              vendor_name=self.VENDOR_NAME,
+                              driver_version=self.DRIVER_VERSION,
+                              storage_protocol=self.STORAGE_PROTOCOL,
+                              pools=tuple(pools)).to_dict()
+        violations = validate_stats(report)
+        if violations:  # a bug in the driver's extras: never hand it to a scheduler
+            reason = "report failed validation: " + "; ".join(map(str, violations))
+            LOG.error("%s: %s", conf.backend, reason)
+            report["pools"] = [down_pool_stats(p.pool_name, reason).to_dict() for p in pools]
+        self._notify(pools)
+        return report
+
+    def _notify(self, pools: Sequence[PoolStats]) -> None:
+        conf = self.configuration
+        for pool in pools:
+            if pool.backend_state != "up" or pool.total_capacity_gb <= 0:
+                continue
+            payload = {"backend": conf.volume_backend_name, "pool_name": pool.pool_name,
+                       "total_capacity_gb": pool.total_capacity_gb,
+                       "free_capacity_gb": pool.free_capacity_gb,
+                       "provisioned_capacity_gb": pool.provisioned_capacity_gb,
+                       "total_used_capacity_gb": pool.total_used_capacity_gb,
+                       "max_over_subscription_ratio": pool.max_over_subscription_ratio,
+                       "reserved_percentage": pool.reserved_percentage}
+            reserved = math.floor(pool.total_capacity_gb * pool.reserved_percentage / 100)
+            cap = (pool.total_capacity_gb - reserved) * pool.max_over_subscription_ratio
+            limit = cap * conf.capacity_warning_provisioned_percent / 100
+            if pool.thin_provisioning_support and pool.provisioned_capacity_gb > limit:
+                self.notifier("capacity.provisioned_over_limit",
+                              dict(payload, limit_gb=round(limit, 2)))
+            used_percent = pool.total_used_capacity_gb / pool.total_capacity_gb * 100
+            if used_percent > conf.capacity_warning_used_percent:
+                self.notifier("capacity.used_over_threshold",
+                              dict(payload, used_percent=round(used_percent, 2),
+                                   threshold_percent=conf.capacity_warning_used_percent))
+
+    # -------------------------------------------------------------- admission
+    def _choose_pool(self, facts: Sequence[PoolFacts], pool_name: str | None,
+                     wanted: str | None) -> PoolFacts:
+        if pool_name is not None:
+            for f in facts:
+                if f.pool_name == pool_name:
+                    return f
+            raise PoolNotFound(f"no pool {pool_name!r} on backend "
+                               f"{self.configuration.volume_backend_name}")
+        for f in facts:  # thin is the default when a pool can do it (Queens spec)
+            if wanted in (None, "thin") and f.thin_provisioning_support:
+                return f
+            if wanted == "thick" and f.thick_provisioning_support:
+                return f
+        if wanted is None:
+            return facts[0]
+        raise InvalidInput(f"no pool of backend {self.configuration.volume_backend_name} "
+                           f"supports {wanted} provisioning")
+
+    def _admit(self, session: Any, pool: PoolFacts, requested_gb: int, thin: bool,
+               ) -> capacity.AdmissionDecision:
+        stats = self._pool_stats(pool)
+        if stats.backend_state != "up":
+            raise BackendUnavailable(f"pool {pool.pool_name} is down: {stats.down_reason}")
+        conf = self.configuration
+        decision = capacity.admit(
+            total_capacity=stats.total_capacity_gb, free_capacity=stats.free_capacity_gb,
+            provisioned_capacity=stats.provisioned_capacity_gb, requested=requested_gb,
+            in_flight=session.in_flight_gb(pool.pool_name),
+            max_over_subscription_ratio=stats.max_over_subscription_ratio,
+            reserved_percentage=stats.reserved_percentage, thin=thin,
+            calculation=conf.over_provisioning_calculation, pool_name=pool.pool_name)
+        if not decision.admitted:
+            LOG.warning("refused: %s", decision.explain())
+            raise CapacityExceeded(decision)
+        return decision
+
+    def _guarded(self, pool_key: str | None, extra_specs: Mapping[str, Any] | None,
+                 size_gb: int, action: Callable[[PoolFacts, bool], None]) -> None:
+        """Admit ``size_gb`` on the chosen pool under its lock, then run ``action``."""
+        wanted = provisioning_type(extra_specs)
+        with self._gate.hold(self.configuration.backend, self._read_pools_or_raise) \
+                as session:
+            pool = self._choose_pool(session.facts, pool_key, wanted)
+            thin = pool.thin_provisioning_support if wanted is None else wanted == "thin"
+            if thin and not pool.thin_provisioning_support or \
+                    not thin and not pool.thick_provisioning_support:
+                raise InvalidInput(f"pool {pool.pool_name} does not support "
+                                   f"{'thin' if thin else 'thick'} provisioning")
+            self._admit(session, pool, size_gb, thin)
+            try:
+                action(pool, thin)
+            except DriverKitError as exc:
+                if not isinstance(exc, (InvalidInput, AlreadyExists)):
+                    session.mark_uncertain()
+                raise
+            except BaseException:
+                session.mark_uncertain()
+                raise
+            session.record(pool.pool_name, size_gb)
+        self._invalidate()
+
+    def _invalidate(self) -> None:
+        with self._stats_lock:
+            self._stats = None
+
+    # ------------------------------------------------------- volume operations
+    def create_volume(self, name: str, size_gb: int, *,
+                      extra_specs: Mapping[str, Any] | None = None,
+                      pool_name: str | None = None) -> VolumeInfo:
+        """Create a volume of ``size_gb`` GiB if admission allows it.
+
+        Not idempotent: an existing name raises ``AlreadyExists``; a refusal
+        raises ``CapacityExceeded`` and creates nothing.
+        """
+        name = self.validate_name(name)
+        size_gb = validate_size_gb(size_gb)
+        if self.backend_find_volume(name) is not None:
+            raise AlreadyExists(f"volume {name!r} already exists")
+        chosen: list[VolumeInfo] = []
+
+        def create(pool: PoolFacts, thin: bool) -> None:
+            self.backend_create_volume(name, size_gb, pool_name=pool.pool_name, thin=thin)
+            chosen.append(VolumeInfo(name=name, size_gb=size_gb, pool_name=pool.pool_name,
+                                     thin=thin))
+
+        self._guarded(pool_name, extra_specs, size_gb, create)
+        return chosen[0]
+
+    def delete_volume(self, name: str) -> None:
+        """Delete a volume. Idempotent: deleting a missing volume succeeds."""
+        name = self.validate_name(name)
+        try:
+            self.backend_delete_volume(name)
+        except VolumeNotFound:
+            LOG.info("volume %s already gone", name)
+        self._invalidate()
+
+    def extend_volume(self, name: str, new_size_gb: int) -> VolumeInfo:
+        """Grow a volume to ``new_size_gb`` GiB if admission allows the growth.
+
+        The new size must exceed the current one; a refusal changes nothing.
+        """
+        name = self.validate_name(name)
+        new_size_gb = validate_size_gb(new_size_gb, "new size")
+        volume = self._get_volume(name)
+        if new_size_gb <= volume.size_gb:
+            raise InvalidSize(f"new size {new_size_gb} GiB must exceed the current size "
+                              f"{volume.size_gb} GiB of volume {name!r}")
+        spec = {"provisioning:type": "thin" if volume.thin else "thick"}
+        self._guarded(volume.pool_name, spec, new_size_gb - volume.size_gb,
+                      lambda pool, thin: self.backend_extend_volume(name, new_size_gb))
+        return VolumeInfo(name=name, size_gb=new_size_gb, pool_name=volume.pool_name,
+                          thin=volume.thin)
+
+    def create_snapshot(self, name: str, volume_name: str) -> VolumeInfo:
+        """Snapshot a volume, admitted for the volume's size as Cinder's scheduler does.
+
+        Snapshots do not count as provisioned capacity (Queens spec).
+        """
+        name = self.validate_name(name)
+        volume = self._get_volume(self.validate_name(volume_name))
+        if self.backend_find_snapshot(name) is not None \
+                or self.backend_find_volume(name) is not None:
+            raise AlreadyExists(f"snapshot {name!r} already exists")
+        spec = {"provisioning:type": "thin" if volume.thin else "thick"}
+        self._guarded(volume.pool_name, spec, volume.size_gb,
+                      lambda pool, thin: self.backend_create_snapshot(name, volume))
+        return VolumeInfo(name=name, size_gb=volume.size_gb, pool_name=volume.pool_name,
+                          thin=volume.thin)
+
+    def delete_snapshot(self, name: str) -> None:
+        """Delete a snapshot. Idempotent: deleting a missing snapshot succeeds."""
+        name = self.validate_name(name)
+        if self.backend_find_snapshot(name) is None:
+            LOG.info("snapshot %s already gone", name)
+        else:
+            self.backend_delete_snapshot(name)
+        self._invalidate()
+
+    def create_volume_from_snapshot(self, name: str, snapshot_name: str,
+                                    size_gb: int | None = None) -> VolumeInfo:
+        """A new volume from a snapshot, at least the snapshot's size, admitted first."""
+        name = self.validate_name(name)
+        snapshot = self.backend_find_snapshot(self.validate_name(snapshot_name))
+        if snapshot is None:
+            raise SnapshotNotFound(f"no snapshot {snapshot_name!r}")
+        return self._copy(name, snapshot, size_gb,
+                          lambda size: self.backend_create_volume_from_snapshot(
+                              name, snapshot, size))
+
+    def create_cloned_volume(self, name: str, source_name: str,
+                             size_gb: int | None = None) -> VolumeInfo:
+        """A new volume copied from another, at least the source's size, admitted first."""
+        name = self.validate_name(name)
+        source = self._get_volume(self.validate_name(source_name))
+        return self._copy(name, source, size_gb,
+                          lambda size: self.backend_clone_volume(name, source, size))
+
+    def _copy(self, name: str, source: VolumeInfo, size_gb: int | None,
+              action: Callable[[int], None]) -> VolumeInfo:
+        size = source.size_gb if size_gb is None else validate_size_gb(size_gb)
+        if size < source.size_gb:
+            raise InvalidSize(f"size {size} GiB is smaller than the source's "
+                              f"{source.size_gb} GiB")
+        if self.backend_find_volume(name) is not None:
+            raise AlreadyExists(f"volume {name!r} already exists")
+        spec = {"provisioning:type": "thin" if source.thin else "thick"}
+        self._guarded(source.pool_name, spec, size, lambda pool, thin: action(size))
+        return VolumeInfo(name=name, size_gb=size, pool_name=source.pool_name,
+                          thin=source.thin)
+
+    def _get_volume(self, name: str) -> VolumeInfo:
+        volume = self.backend_find_volume(name)
+        if volume is None:
+            raise VolumeNotFound(f"no volume {name!r} on backend "
+                                 f"{self.configuration.volume_backend_name}")
+        return volume
+
+    # ------------------------------------------------------------------ misc
+    def lock_file(self) -> str:
+        """The inter-process admission lock file of this backend."""
+        return self._gate.lock_file(self.configuration.backend)
+
+    def __repr__(self) -> str:
+        return f"<{type(self).__name__} backend={self.configuration.backend!r}>"
+

@@ -1,0 +1,97 @@
+"""One error hierarchy for the kit and every driver built on it.
+
+    DriverKitError
+    ├── InvalidInput (ValueError)          bad argument to a public function
+    │   ├── InvalidName                    volume/snapshot name breaks the rules
+    │   ├── InvalidSize                    zero, negative, NaN, fractional, shrinking
+    │   └── InvalidStats                   a stats dict that breaks the contract
+    ├── ConfigError (ValueError)           an option value refused at load time
+    ├── NotFound (LookupError)
+    │   ├── VolumeNotFound
+    │   ├── SnapshotNotFound
+    │   └── PoolNotFound
+    ├── AlreadyExists                      a create whose name is taken
+    ├── CapacityExceeded                   admission refused; carries the breakdown
+    └── BackendError (RuntimeError)        the backend failed or cannot be read
+        ├── BackendUnavailable             cannot be read at all (stats fail closed)
+        └── BackendTimeout (TimeoutError)  a backend command hung past its timeout
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+__all__ = [
+    "DriverKitError", "InvalidInput", "InvalidName", "InvalidSize",
+    "InvalidStats", "ConfigError", "NotFound", "VolumeNotFound",
+    "SnapshotNotFound", "PoolNotFound", "AlreadyExists", "CapacityExceeded",
+    "BackendError", "BackendUnavailable", "BackendTimeout",
+]
+
+
+class DriverKitError(Exception):
+    """Root of every error the kit raises."""
+
+
+class InvalidInput(DriverKitError, ValueError):
+    """An argument to a public function is not acceptable."""
+
+
+class InvalidName(InvalidInput):
+    """A volume or snapshot name breaks the backend's naming rules."""
+
+
+class InvalidSize(InvalidInput):
+    """A size is zero, negative, NaN, fractional or shrinks a volume."""
+
+
+class InvalidStats(InvalidInput):
+    """A stats dict breaks the contract; ``violations`` lists every problem."""
+
+    def __init__(self, message: str, violations: list[Any] | None = None):
+        super().__init__(message)
+        self.violations = list(violations or [])
+
+
+class ConfigError(DriverKitError, ValueError):
+    """A configuration value is refused when it is loaded."""
+
+
+class NotFound(DriverKitError, LookupError):
+    """The named object does not exist on the backend."""
+
+
+class VolumeNotFound(NotFound):
+    """No volume of that name."""
+
+
+class SnapshotNotFound(NotFound):
+    """No snapshot of that name."""
+
+
+class PoolNotFound(NotFound):
+    """No pool of that name."""
+
+
+class AlreadyExists(DriverKitError):
+    """A create named an object that already exists."""
+
+
+class CapacityExceeded(DriverKitError):
+    """Admission refused a create or extend; ``decision`` holds the breakdown."""
+
+    def __init__(self, decision: Any):
+        super().__init__(decision.explain())
+        self.decision = decision
+
+
+class BackendError(DriverKitError, RuntimeError):
+    """The backend failed a command or returned something unreadable."""
+
+
+class BackendUnavailable(BackendError):
+    """The backend cannot be read; stats fail closed."""
+
+
+class BackendTimeout(BackendError, TimeoutError):
+    """A backend command did not finish within its timeout."""

@@ -1,0 +1,41 @@
+"""Packaging for driver_kit (the toolkit) and lvm_driver (its reference driver)."""
+
+from setuptools import find_packages, setup
+
+setup(
+    name="driver-kit",
+    version="0.1.0",
+    description="A storage-driver toolkit with Cinder-compliant capacity stats and an "
+                "LVM thin-pool reference driver",
+    long_description=open("README.md", encoding="utf-8").read(),
+    long_description_content_type="text/markdown",
+    license="Apache-2.0",
+    python_requires=">=3.11",
+    packages=find_packages(include=["driver_kit", "driver_kit.*", "lvm_driver",
+                                    "lvm_driver.*", "contrib", "contrib.*"]),
+    install_requires=[
+        "oslo.concurrency>=5.0,<8",
+        "oslo.config>=9.0,<11",
+        "psutil>=5.9,<8",
+        "platformdirs>=3.0,<5",
+    ],
+    extras_require={
+        "test": [
+            "pytest>=7.0,<10",
+            "testtools>=2.5,<3",
+            "hypothesis>=6.0,<7",
+        ],
+    },
+    entry_points={
+        "console_scripts": ["driver-kit = driver_kit.cli:main"],
+        "oslo.config.opts": [
+            "driver_kit = driver_kit.config:list_opts",
+            "lvm_driver = lvm_driver.driver:list_opts",
+        ],
+    },
+    classifiers=[
+        "Programming Language :: Python :: 3.11",
+        "License :: OSI Approved :: Apache Software License",
+        "Topic :: System :: Filesystems",
+    ],
+)

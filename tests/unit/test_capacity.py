@@ -1,0 +1,160 @@
+import math
+
+import pytest
+from hypothesis import given, strategies as st
+
+from driver_kit import capacity
+from driver_kit.exceptions import InvalidInput, InvalidSize
+
+capacities = st.floats(min_value=0, max_value=1e6, allow_nan=False).map(lambda x: round(x, 2))
+ratios = st.floats(min_value=1.0, max_value=100.0).map(lambda x: round(x, 2))
+reserved = st.integers(min_value=0, max_value=100)
+sizes = st.integers(min_value=1, max_value=10 ** 6)
+
+
+def test_factors_have_exactly_the_seed_002_keys():
+    factors = capacity.calculate_capacity_factors(1024, 100, 100, True, 2.0, 5, True)
+    assert set(factors) == {
+        "total_capacity", "free_capacity", "reserved_capacity",
+        "total_reserved_available_capacity", "max_over_subscription_ratio",
+        "total_available_capacity", "provisioned_capacity", "calculated_free_capacity",
+        "virtual_free_capacity", "free_percent", "provisioned_ratio", "provisioned_type"}
+    # the seed-002 example: reserved is floored to 51, thin available = 973 * 2
+    assert factors["reserved_capacity"] == 51
+    assert factors["total_available_capacity"] == 1946
+    assert factors["virtual_free_capacity"] == 1846
+
+
+def test_thick_virtual_free_is_bounded_by_free():
+    factors = capacity.calculate_capacity_factors(5120, 400, 500, True, 2.0, 20, False)
+    assert factors["provisioned_type"] == "thick"
+    assert factors["max_over_subscription_ratio"] is None
+    assert factors["calculated_free_capacity"] == 5120 - 1024 - 500
+    assert factors["virtual_free_capacity"] == 400
+
+
+@pytest.mark.parametrize("capability, global_ratio, expected", [
+    ({"thin_provisioning_support": True, "total_capacity_gb": 100, "free_capacity_gb": 100,
+      "provisioned_capacity_gb": 0}, "auto", 20),
+    ({"thin_provisioning_support": True, "total_capacity_gb": 100, "free_capacity_gb": 60,
+      "provisioned_capacity_gb": 205}, "auto", 1 + 205 / 41),
+    ({"thin_provisioning_support": False}, "auto", 1.0),
+    ({"thin_provisioning_support": True, "max_over_subscription_ratio": "3.5"}, "20.0", 3.5),
+    ({"thin_provisioning_support": True}, "7", 7.0),
+])
+def test_ratio_resolution(capability, global_ratio, expected):
+    assert capacity.calculate_max_over_subscription_ratio(capability, global_ratio) == expected
+
+
+@pytest.mark.parametrize("args", [
+    (-1, 0, 0, True, 2.0, 0, True),
+    (math.nan, 0, 0, True, 2.0, 0, True),
+    (10, math.inf, 0, True, 2.0, 0, True),
+    ("10", 0, 0, True, 2.0, 0, True),
+    (10, 0, 0, True, 0.5, 0, True),
+    (10, 0, 0, True, 2.0, 101, True),
+    (10, 0, 0, True, 2.0, -1, True),
+    (10, 0, 0, "yes", 2.0, 0, True),
+])
+def test_factors_refuse_bad_input(args):
+    with pytest.raises(InvalidInput):
+        capacity.calculate_capacity_factors(*args)
+
+
+def test_ratio_refuses_bad_global():
+    with pytest.raises(InvalidInput, match=">= 1.0"):
+        capacity.calculate_max_over_subscription_ratio({}, 0.5)
+    with pytest.raises(InvalidInput):
+        capacity.calculate_max_over_subscription_ratio([], 2.0)
+
+
+def _admit(**kw):
+    base = dict(total_capacity=100, free_capacity=100, provisioned_capacity=0, requested=1,
+                max_over_subscription_ratio=2.0, reserved_percentage=0, thin=True)
+    base.update(kw)
+    return capacity.admit(**base)
+
+
+def test_admit_standard_and_cinder_differ_on_a_full_pool():
+    # 190 provisioned of a 200 cap, but only 4 GiB physically free
+    kw = dict(provisioned_capacity=190, free_capacity=4, requested=9)
+    assert _admit(calculation="standard", **kw).admitted
+    refused = _admit(calculation="cinder", **kw)
+    assert not refused.admitted
+    assert [c.name for c in refused.failed_checks] == ["free_cap"]
+    assert refused.failed_checks[0].shortfall_gb == 1
+
+
+def test_admit_counts_in_flight_and_reserved():
+    decision = _admit(provisioned_capacity=150, in_flight=30, requested=11,
+                      reserved_percentage=5)  # cap (100 - 5) * 2 = 190
+    assert not decision.admitted
+    assert decision.reserved_capacity_gb == 5
+    assert "190" in decision.explain() and "in flight 30" in decision.explain()
+    assert _admit(provisioned_capacity=150, in_flight=30, requested=10,
+                  reserved_percentage=5).admitted
+
+
+def test_admit_thick_uses_free_minus_reserved():
+    assert not _admit(thin=False, free_capacity=15, reserved_percentage=10, requested=6).admitted
+    assert _admit(thin=False, free_capacity=15, reserved_percentage=10, requested=5).admitted
+
+
+@pytest.mark.parametrize("kw, error", [
+    ({"requested": 0}, InvalidSize), ({"requested": -1}, InvalidSize),
+    ({"requested": math.nan}, InvalidSize), ({"calculation": "magic"}, InvalidInput),
+    ({"max_over_subscription_ratio": 0.9}, InvalidInput),
+    ({"reserved_percentage": 150}, InvalidInput), ({"in_flight": -2}, InvalidInput),
+])
+def test_admit_refuses_bad_input(kw, error):
+    with pytest.raises(error):
+        _admit(**kw)
+
+
+@given(total=capacities, free_fraction=st.floats(0, 1), provisioned=capacities, ratio=ratios,
+       reserved_pct=reserved, size=sizes, in_flight=capacities,
+       calculation=st.sampled_from(capacity.CALCULATIONS), thin=st.booleans())
+def test_admission_never_admits_past_the_cap(total, free_fraction, provisioned, ratio,
+                                             reserved_pct, size, in_flight, calculation, thin):
+    free = round(total * free_fraction, 2)
+    decision = capacity.admit(total_capacity=total, free_capacity=free,
+                              provisioned_capacity=provisioned, requested=size,
+                              max_over_subscription_ratio=ratio,
+                              reserved_percentage=reserved_pct, thin=thin,
+                              in_flight=in_flight, calculation=calculation)
+    reserved_gb = math.floor(total * reserved_pct / 100)
+    if decision.admitted:
+        if thin:
+            assert provisioned + in_flight + size <= (total - reserved_gb) * ratio + 1e-6
+        else:
+            assert size <= free - reserved_gb - in_flight + 1e-6
+            assert provisioned + in_flight + size <= total - reserved_gb + 1e-6
+
+
+@given(total=capacities, free_fraction=st.floats(0, 1), provisioned=capacities,
+       r1=ratios, r2=ratios, reserved_pct=reserved)
+def test_virtual_free_is_monotone_in_the_ratio(total, free_fraction, provisioned, r1, r2,
+                                                reserved_pct):
+    low, high = sorted((r1, r2))
+    free = round(total * free_fraction, 2)
+    vf_low = capacity.calculate_virtual_free_capacity(total, free, provisioned, True, low,
+                                                      reserved_pct, True)
+    vf_high = capacity.calculate_virtual_free_capacity(total, free, provisioned, True, high,
+                                                       reserved_pct, True)
+    assert vf_low <= vf_high
+
+
+@given(total=capacities, provisioned=capacities, ratio=ratios, size=sizes,
+       reserved_pct=reserved)
+def test_standard_admission_agrees_with_virtual_free(total, provisioned, ratio, size,
+                                                      reserved_pct):
+    """Whatever the kit admits, Cinder's filter (virtual free >= size) admits too."""
+    decision = capacity.admit(total_capacity=total, free_capacity=total,
+                              provisioned_capacity=provisioned, requested=size,
+                              max_over_subscription_ratio=ratio,
+                              reserved_percentage=reserved_pct, thin=True,
+                              calculation="standard")
+    virtual_free = capacity.calculate_virtual_free_capacity(
+        total, total, provisioned, True, ratio, reserved_pct, True)
+    if decision.admitted:
+        assert virtual_free >= size - 0.01

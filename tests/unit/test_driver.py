@@ -1,0 +1,200 @@
+import multiprocessing
+import os
+import threading
+
+import pytest
+
+from driver_kit import (AlreadyExists, CapacityExceeded, GiB, InvalidInput, InvalidSize,
+                        VolumeNotFound, load_backend_config, validate_stats)
+from driver_kit.exceptions import BackendUnavailable
+
+from tests.unit.memdriver import MemoryDriver
+
+
+def make(tmp_path, total_gb=100, **overrides):
+    overrides.setdefault("lock_path", str(tmp_path / "locks"))
+    overrides.setdefault("max_over_subscription_ratio", "2.0")
+    return MemoryDriver(load_backend_config(overrides=overrides), total_gb=total_gb)
+
+
+def pool(driver):
+    return driver.get_volume_stats(refresh=True)["pools"][0]
+
+
+def test_minimal_driver_gets_a_compliant_report(tmp_path):
+    driver = make(tmp_path)
+    stats = driver.get_volume_stats()
+    assert validate_stats(stats) == []
+    assert stats["pools"][0]["provisioned_capacity_gb"] == 0
+    assert stats["pools"][0]["max_volume_size_gb"] == 200
+
+
+def test_minimal_driver_gets_enforcement(tmp_path):
+    driver = make(tmp_path)
+    driver.create_volume("a", 150)
+    with pytest.raises(CapacityExceeded) as refused:
+        driver.create_volume("b", 51)
+    assert "provisioned + in_flight + requested <= (total - reserved) * ratio" \
+        in str(refused.value)
+    assert refused.value.decision.failed_checks[0].shortfall_gb == 1
+    assert "b" not in driver.volumes
+    driver.create_volume("b", 50)
+    assert pool(driver)["provisioned_capacity_gb"] == 200
+
+
+def test_extend_is_enforced_and_refusal_changes_nothing(tmp_path):
+    driver = make(tmp_path)
+    driver.create_volume("a", 100)
+    with pytest.raises(CapacityExceeded):
+        driver.extend_volume("a", 201)
+    assert driver.volumes["a"] == 100
+    assert driver.extend_volume("a", 200).size_gb == 200
+    with pytest.raises(InvalidSize, match="must exceed"):
+        driver.extend_volume("a", 200)
+
+
+@pytest.mark.parametrize("size", [0, -1, 1.5, float("nan"), "10", True])
+def test_bad_sizes(tmp_path, size):
+    with pytest.raises(InvalidSize):
+        make(tmp_path).create_volume("a", size)
+
+
+@pytest.mark.parametrize("name", ["", "-rf", "a b", "a;b", "$(x)", None, "a/b"])
+def test_bad_names(tmp_path, name):
+    with pytest.raises(InvalidInput):
+        make(tmp_path).create_volume(name, 1)
+
+
+def test_duplicate_unknown_and_idempotent_delete(tmp_path):
+    driver = make(tmp_path)
+    driver.create_volume("a", 1)
+    with pytest.raises(AlreadyExists):
+        driver.create_volume("a", 1)
+    with pytest.raises(VolumeNotFound):
+        driver.extend_volume("nope", 2)
+    driver.delete_volume("a")
+    driver.delete_volume("a")
+    assert pool(driver)["provisioned_capacity_gb"] == 0
+
+
+def test_reserved_percentage_and_standard_calculation(tmp_path):
+    driver = make(tmp_path, reserved_percentage=10, over_provisioning_calculation="standard")
+    driver.create_volume("a", 180)  # (100 - 10) * 2
+    with pytest.raises(CapacityExceeded):
+        driver.create_volume("b", 1)
+
+
+def test_unknown_provisioning_type(tmp_path):
+    driver = make(tmp_path)
+    with pytest.raises(InvalidInput, match="thick"):
+        driver.create_volume("a", 1, extra_specs={"provisioning:type": "thick"})
+    with pytest.raises(InvalidInput, match="'thin' or 'thick'"):
+        driver.create_volume("a", 1, extra_specs={"provisioning:type": "fat"})
+
+
+def test_fail_closed_when_backend_cannot_be_read(tmp_path):
+    driver = make(tmp_path)
+    pool(driver)
+    driver.broken = True
+    down = pool(driver)
+    assert down["backend_state"] == "down" and down["free_capacity_gb"] == 0
+    assert "array unreachable" in down["down_reason"]
+    assert validate_stats(driver.get_volume_stats()) == []
+    with pytest.raises(BackendUnavailable):
+        driver.create_volume("a", 1)
+
+
+def test_refresh_false_is_served_from_cache(tmp_path):
+    driver = make(tmp_path)
+    first = driver.get_volume_stats()
+    driver.broken = True
+    assert driver.get_volume_stats() is first
+
+
+def test_notifications(tmp_path):
+    sent = []
+    driver = MemoryDriver(load_backend_config(overrides={
+        "lock_path": str(tmp_path), "max_over_subscription_ratio": "2.0",
+        "capacity_warning_provisioned_percent": 50}), notifier=lambda e, p: sent.append((e, p)))
+    driver.create_volume("a", 101)
+    pool(driver)
+    assert sent[-1][0] == "capacity.provisioned_over_limit"
+    assert sent[-1][1]["pool_name"] == "mem" and sent[-1][1]["provisioned_capacity_gb"] == 101
+
+
+def test_threads_never_admit_past_the_cap(tmp_path):
+    driver = make(tmp_path, total_gb=10)  # cap 20 GiB
+    results = []
+
+    def create(i):
+        try:
+            driver.create_volume(f"v{i}", 3)
+            results.append(True)
+        except CapacityExceeded:
+            results.append(False)
+
+    threads = [threading.Thread(target=create, args=(i,)) for i in range(16)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert results.count(True) == 6
+    assert sum(driver.volumes.values()) == 18
+
+
+class FileDriver(MemoryDriver):
+    """Memory driver whose volumes live in a shared file, so processes race for real."""
+
+    def __init__(self, conf, path):
+        super().__init__(conf, total_gb=10)
+        self.path = path
+
+    def _load(self):
+        with open(self.path) as f:
+            return dict(line.split() for line in f if line.strip())
+
+    def backend_read_pools(self):
+        self.volumes = {k: int(v) for k, v in self._load().items()}
+        return super().backend_read_pools()
+
+    def backend_find_volume(self, name):
+        self.volumes = {k: int(v) for k, v in self._load().items()}
+        return super().backend_find_volume(name)
+
+    def backend_create_volume(self, name, size_gb, *, pool_name, thin):
+        with open(self.path, "a") as f:
+            f.write(f"{name} {size_gb}\n")
+
+
+def _worker(lock_path, path, index, queue):
+    conf = load_backend_config(overrides={"lock_path": lock_path,
+                                          "max_over_subscription_ratio": "2.0"})
+    driver = FileDriver(conf, path)
+    admitted = 0
+    for j in range(4):
+        try:
+            driver.create_volume(f"p{index}-{j}", 1)
+            admitted += 1
+        except CapacityExceeded:
+            pass
+    queue.put(admitted)
+
+
+def test_processes_never_admit_past_the_cap(tmp_path):
+    path = str(tmp_path / "volumes")
+    (tmp_path / "volumes").write_text("base 15\n")
+    ctx = multiprocessing.get_context("spawn")
+    queue = ctx.Queue()
+    procs = [ctx.Process(target=_worker, args=(str(tmp_path / "locks"), path, i, queue))
+             for i in range(4)]
+    for p in procs:
+        p.start()
+    for p in procs:
+        p.join(60)
+    admitted = sum(queue.get() for _ in procs)
+    assert admitted == 5  # cap 20, 15 taken
+    total = sum(int(line.split()[1]) for line in
+                (tmp_path / "volumes").read_text().splitlines())
+    assert total == 20
+    assert os.listdir(tmp_path / "locks")  # lock file is there, and free again:
+    assert make(tmp_path).create_volume("after", 1)
