@@ -15,8 +15,8 @@ from driver_kit.driver import VolumeDriver, VolumeInfo, log_notifier, validate_s
 from driver_kit.exceptions import (AlreadyExists, BackendError, BackendTimeout,
                                    BackendUnavailable, CapacityExceeded, ConfigError,
                                    DriverKitError, InvalidInput, InvalidName, InvalidSize,
-                                   InvalidStats, NotFound, PoolNotFound, SnapshotNotFound,
-                                   VolumeNotFound)
+                                   InvalidStats, NotFound, PoolNotFound, SetupError,
+                                   SnapshotNotFound, VolumeNotFound)
 from driver_kit.stats import BackendStats, PoolFacts, PoolStats, Violation, validate_stats
 from driver_kit.units import GiB, MiB
 
@@ -24,7 +24,7 @@ __all__ = [
     "AdmissionCheck", "AdmissionDecision", "AlreadyExists", "BackendConfig", "BackendError",
     "BackendStats", "BackendTimeout", "BackendUnavailable", "CapacityExceeded", "ConfigError",
     "DriverKitError", "GiB", "InvalidInput", "InvalidName", "InvalidSize", "InvalidStats",
-    "MiB", "NotFound", "PoolFacts", "PoolNotFound", "PoolStats", "SnapshotNotFound",
+    "MiB", "NotFound", "PoolFacts", "PoolNotFound", "PoolStats", "SetupError", "SnapshotNotFound",
     "Violation", "VolumeDriver", "VolumeInfo", "VolumeNotFound", "admit",
     "calculate_capacity_factors", "calculate_max_over_subscription_ratio",
     "calculate_virtual_free_capacity", "list_opts", "load_backend_config", "log_notifier",

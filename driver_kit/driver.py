@@ -130,7 +130,10 @@ class VolumeDriver(abc.ABC):
     @abc.abstractmethod
     def backend_create_volume(self, name: str, size_gb: int, *, pool_name: str,
                               thin: bool) -> None:
-        """Create a volume; the kit has already admitted it."""
+        """Create a volume the kit has admitted; raise ``AlreadyExists`` if the name is taken.
+
+        A failure must leave no volume behind (clean up what a failed command made).
+        """
 
     @abc.abstractmethod
     def backend_delete_volume(self, name: str) -> None:
@@ -321,13 +324,12 @@ class VolumeDriver(abc.ABC):
                       pool_name: str | None = None) -> VolumeInfo:
         """Create a volume of ``size_gb`` GiB if admission allows it.
 
-        Not idempotent: an existing name raises ``AlreadyExists``; a refusal
+        Not idempotent: an existing name raises ``AlreadyExists`` (from the
+        backend, so a create costs one fresh read plus one command); a refusal
         raises ``CapacityExceeded`` and creates nothing.
         """
         name = self.validate_name(name)
         size_gb = validate_size_gb(size_gb)
-        if self.backend_find_volume(name) is not None:
-            raise AlreadyExists(f"volume {name!r} already exists")
         chosen: list[VolumeInfo] = []
 
         def create(pool: PoolFacts, thin: bool) -> None:

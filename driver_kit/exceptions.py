@@ -14,6 +14,7 @@
     ├── CapacityExceeded                   admission refused; carries the breakdown
     └── BackendError (RuntimeError)        the backend failed or cannot be read
         ├── BackendUnavailable             cannot be read at all (stats fail closed)
+        ├── SetupError                     not usable as configured; says what to fix
         └── BackendTimeout (TimeoutError)  a backend command hung past its timeout
 """
 
@@ -25,7 +26,7 @@ __all__ = [
     "DriverKitError", "InvalidInput", "InvalidName", "InvalidSize",
     "InvalidStats", "ConfigError", "NotFound", "VolumeNotFound",
     "SnapshotNotFound", "PoolNotFound", "AlreadyExists", "CapacityExceeded",
-    "BackendError", "BackendUnavailable", "BackendTimeout",
+    "BackendError", "BackendUnavailable", "BackendTimeout", "SetupError",
 ]
 
 
@@ -95,3 +96,7 @@ class BackendUnavailable(BackendError):
 
 class BackendTimeout(BackendError, TimeoutError):
     """A backend command did not finish within its timeout."""
+
+
+class SetupError(BackendError):
+    """The backend is not usable as configured; the message says what to fix."""

@@ -34,6 +34,7 @@ class PoolFacts:
     pool, made by this driver or not, snapshots excluded (Queens spec);
     ``snapshot_bytes`` is the snapshots' virtual sizes, reported apart.
     ``used_bytes`` is what the pool physically uses (None: total - free).
+    ``unavailable_reason`` set by the driver reports the pool down for that reason.
     """
 
     pool_name: str
@@ -51,11 +52,12 @@ class PoolFacts:
     location_info: str = ""
     multiattach: bool = False
     qos_support: bool = False
+    unavailable_reason: str | None = None
     extra: Mapping[str, Any] = field(default_factory=dict)
 
     def problems(self) -> list[str]:
         """Rule breaks that cannot be corrected safely (the pool then fails closed)."""
-        found = []
+        found = [] if self.unavailable_reason is None else [self.unavailable_reason]
         if not isinstance(self.pool_name, str) or not self.pool_name:
             found.append(f"pool_name must be a non-empty string, got {self.pool_name!r}")
         for name in ("total_bytes", "free_bytes", "provisioned_bytes", "snapshot_bytes",

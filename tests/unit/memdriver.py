@@ -1,6 +1,7 @@
 """A vendor author's minimal driver: in-memory, about 30 lines, nothing but hooks."""
 
-from driver_kit import GiB, PoolFacts, VolumeDriver, VolumeInfo, VolumeNotFound
+from driver_kit import (AlreadyExists, GiB, PoolFacts, VolumeDriver, VolumeInfo,
+                        VolumeNotFound)
 
 
 class MemoryDriver(VolumeDriver):
@@ -27,6 +28,8 @@ class MemoryDriver(VolumeDriver):
         return VolumeInfo(name=name, size_gb=self.volumes[name], pool_name="mem", thin=True)
 
     def backend_create_volume(self, name, size_gb, *, pool_name, thin):
+        if name in self.volumes:
+            raise AlreadyExists(name)
         self.volumes[name] = size_gb
 
     def backend_delete_volume(self, name):
