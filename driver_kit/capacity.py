@@ -332,7 +332,8 @@ def admit(*, total_capacity: float, free_capacity: float, provisioned_capacity: 
         raise InvalidInput(f"calculation must be one of {', '.join(CALCULATIONS)}, "
                            f"got {calculation!r}")
 
-    reserved = math.floor(_exact(total) * _exact(reserved_pct) / 100)
+    # floored in floating point exactly as Cinder does (100 GiB at 29% reserves 28)
+    reserved = math.floor(float(total) * (float(reserved_pct) / 100))
     size = _exact(requested)
     checks: list[AdmissionCheck] = []
 
