@@ -1,0 +1,259 @@
+"""The ``driver-kit`` command: stats, pools, volume operations, a demo, checks.
+
+Drivers are loaded by dotted path (``volume_driver``, as in Cinder). With no
+``--config-file`` the default configuration below runs the LVM driver on its
+embedded simulator, with a state file under the user's state directory.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import json
+import logging
+import os
+import sys
+import tempfile
+import traceback
+from typing import Any, Callable, Sequence
+
+import platformdirs
+
+from driver_kit import scheduler
+from driver_kit.config import load_backend_config, make_conf
+from driver_kit.driver import VolumeDriver
+from driver_kit.exceptions import CapacityExceeded, ConfigError, DriverKitError
+
+__all__ = ["main", "load_driver", "DEFAULT_BACKEND", "default_overrides"]
+
+EXIT_ERROR, EXIT_USAGE, EXIT_REFUSED = 1, 2, 3
+DEFAULT_BACKEND = "lvm-sim"
+DEMO = "lvm_driver.demo:run_demo"
+
+
+def default_overrides(state_file: str) -> dict[str, Any]:
+    """The configuration used when no file is given: LVM driver on the simulator."""
+    return {"volume_driver": "lvm_driver.driver.ThinLVMDriver", "lvm_backend": "simulator",
+            "lvm_simulator_state_file": state_file, "volume_group": "dkvg",
+            "lvm_thin_pool_name": "pool", "lvm_offer_thick": True,
+            "lock_path": os.path.join(os.path.dirname(state_file), "locks")}
+
+
+def _import_object(path: str) -> Any:
+    module_name, sep, attr = path.partition(":")
+    if not sep:
+        module_name, _, attr = path.rpartition(".")
+    if not module_name or not attr:
+        raise ConfigError(f"driver path {path!r} must be module.Class or module:Class")
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as exc:
+        raise ConfigError(f"cannot import driver module {module_name!r}: {exc}") from exc
+    try:
+        return getattr(module, attr)
+    except AttributeError:
+        raise ConfigError(f"module {module_name!r} has no {attr!r}") from None
+
+
+def load_driver(config_files: Sequence[str] = (), backend: str | None = None, *,
+                driver_path: str | None = None,
+                overrides: dict[str, Any] | None = None) -> VolumeDriver:
+    """Build (without I/O) the driver a backend section names."""
+    conf = make_conf(config_files)
+    if backend is None:
+        enabled = list(conf.enabled_backends or [])
+        if len(enabled) > 1:
+            raise ConfigError(f"several backends are enabled ({', '.join(enabled)}): "
+                              f"choose one with --backend")
+        backend = enabled[0] if enabled else DEFAULT_BACKEND
+    overrides = dict(overrides or {})
+    if driver_path:
+        overrides["volume_driver"] = driver_path
+    path = overrides.get("volume_driver")
+    if path is None:
+        path = load_backend_config(conf, backend).volume_driver
+    cls = _import_object(path)
+    if not (isinstance(cls, type) and issubclass(cls, VolumeDriver)):
+        raise ConfigError(f"{path!r} is not a driver_kit.VolumeDriver subclass")
+    config = load_backend_config(conf, backend, extra_opts=cls.OPTIONS, overrides=overrides)
+    return cls(config)
+
+
+def _table(rows: list[list[Any]], headers: list[str]) -> str:
+    cells = [headers] + [["-" if v is None else str(v) for v in row] for row in rows]
+    widths = [max(len(r[i]) for r in cells) for i in range(len(headers))]
+    lines = ["  ".join(c.ljust(w) for c, w in zip(row, widths)).rstrip() for row in cells]
+    lines.insert(1, "  ".join("-" * w for w in widths))
+    return "\n".join(lines)
+
+
+def stats_table(stats: dict[str, Any]) -> str:
+    """The pools of a stats report as a table an operator reads at a glance."""
+    rows = [[p["pool_name"], p.get("backend_state"), p["total_capacity_gb"],
+             p["free_capacity_gb"], p["provisioned_capacity_gb"],
+             p.get("snapshot_capacity_gb"), p["max_over_subscription_ratio"],
+             p["reserved_percentage"], p.get("max_volume_size_gb"), p["total_volumes"],
+             p.get("data_percent"), p.get("metadata_percent")] for p in stats["pools"]]
+    text = _table(rows, ["pool", "state", "total GiB", "free GiB", "provisioned GiB",
+                         "snapshots GiB", "ratio", "reserved %", "largest new GiB",
+                         "volumes", "data %", "meta %"])
+    reasons = [f"{p['pool_name']}: {p['down_reason']}" for p in stats["pools"]
+               if p.get("down_reason")]
+    return text + "".join(f"\n  down: {r}" for r in reasons)
+
+
+def pools_table(stats: dict[str, Any]) -> str:
+    """The get-pools view: capacity factors per provisioning type."""
+    rows = []
+    for pool in scheduler.get_pools(stats):
+        for f in pool["capacity_factors"]:
+            rows.append([pool["name"], f["provisioned_type"], f["total_capacity"],
+                         f["free_capacity"], f["reserved_capacity"],
+                         f["total_available_capacity"], f["provisioned_capacity"],
+                         f["virtual_free_capacity"], f["free_percent"],
+                         f["provisioned_ratio"], f["max_over_subscription_ratio"]])
+    return _table(rows, ["pool", "type", "total", "free", "reserved", "available",
+                         "provisioned", "virtual free", "free %", "prov. ratio", "ratio"])
+
+
+# ---------------------------------------------------------------- commands
+
+def _cmd_stats(driver: VolumeDriver, args: argparse.Namespace) -> int:
+    stats = driver.get_volume_stats(refresh=True)
+    print(json.dumps(stats, indent=2, sort_keys=True) if args.json else stats_table(stats))
+    return 0
+
+
+def _cmd_pools(driver: VolumeDriver, args: argparse.Namespace) -> int:
+    stats = driver.get_volume_stats(refresh=True)
+    if args.json:
+        print(json.dumps(scheduler.get_pools(stats), indent=2, sort_keys=True))
+    else:
+        print(pools_table(stats))
+    return 0
+
+
+def _cmd_create(driver: VolumeDriver, args: argparse.Namespace) -> int:
+    specs = {"provisioning:type": args.type} if args.type else None
+    info = driver.create_volume(args.name, args.size, extra_specs=specs, pool_name=args.pool)
+    print(f"created {'thin' if info.thin else 'thick'} volume {info.name} of "
+          f"{info.size_gb} GiB in pool {info.pool_name}")
+    return 0
+
+
+def _cmd_extend(driver: VolumeDriver, args: argparse.Namespace) -> int:
+    info = driver.extend_volume(args.name, args.size)
+    print(f"extended volume {info.name} to {info.size_gb} GiB")
+    return 0
+
+
+def _cmd_delete(driver: VolumeDriver, args: argparse.Namespace) -> int:
+    driver.delete_volume(args.name)
+    print(f"deleted volume {args.name} (or it was already gone)")
+    return 0
+
+
+def _cmd_snapshot(driver: VolumeDriver, args: argparse.Namespace) -> int:
+    info = driver.create_snapshot(args.name, args.volume)
+    print(f"created snapshot {info.name} of {args.volume} ({info.size_gb} GiB)")
+    return 0
+
+
+def _size(text: str) -> int:
+    try:
+        return int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"size must be a whole number of GiB, "
+                                         f"got {text!r}") from None
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="driver-kit", description="Capacity-correct volume drivers: stats, pools, "
+        "volume operations and compliance checks.")
+    parser.add_argument("--config-file", action="append", default=[], metavar="FILE",
+                        help="cinder.conf-style file with [DEFAULT] enabled_backends and "
+                             "one section per backend (repeatable)")
+    parser.add_argument("--backend", help="backend section to use")
+    parser.add_argument("--debug", action="store_true", help="show tracebacks and debug logs")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    sub.add_parser("demo", help="narrated walkthrough on the LVM simulator")
+    for name, helptext in (("stats", "the get_volume_stats() report"),
+                           ("pools", "the get-pools view with capacity factors")):
+        p = sub.add_parser(name, help=helptext)
+        p.add_argument("--json", action="store_true", help="print JSON")
+    p = sub.add_parser("create", help="create a volume (admission enforced)")
+    p.add_argument("name")
+    p.add_argument("size", type=_size, help="GiB")
+    p.add_argument("--type", choices=["thin", "thick"], help="provisioning:type")
+    p.add_argument("--pool", help="pool name (default: the first that fits the type)")
+    p = sub.add_parser("extend", help="grow a volume (admission enforced)")
+    p.add_argument("name")
+    p.add_argument("size", type=_size, help="new size in GiB")
+    p = sub.add_parser("delete", help="delete a volume (idempotent)")
+    p.add_argument("name")
+    p = sub.add_parser("snapshot", help="snapshot a volume")
+    p.add_argument("name")
+    p.add_argument("volume")
+    sub.add_parser("check", help="run the compliance harness (see driver-kit check --help)",
+                   add_help=False)
+    return parser
+
+
+COMMANDS: dict[str, Callable[[VolumeDriver, argparse.Namespace], int]] = {
+    "stats": _cmd_stats, "pools": _cmd_pools, "create": _cmd_create,
+    "extend": _cmd_extend, "delete": _cmd_delete, "snapshot": _cmd_snapshot,
+}
+
+
+def _default_state_file() -> str:
+    return os.path.join(platformdirs.user_state_dir("driver-kit"), "simulator.json")
+
+
+def _open_driver(args: argparse.Namespace) -> VolumeDriver:
+    overrides = None
+    if not args.config_file:
+        state_file = _default_state_file()
+        os.makedirs(os.path.dirname(state_file), exist_ok=True)
+        print(f"(no --config-file: using the LVM simulator, state in {state_file})",
+              file=sys.stderr)
+        overrides = default_overrides(state_file)
+    driver = load_driver(args.config_file, args.backend, overrides=overrides)
+    driver.do_setup()
+    driver.check_for_setup_error()
+    return driver
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of the ``driver-kit`` console script; returns the exit code."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if "check" in argv[:1] or (argv and argv[0].startswith("-") and "check" in argv):
+        from driver_kit.compliance.cli import main_check
+        index = argv.index("check")
+        return main_check(argv[:index] + argv[index + 1:])
+    args = _parser().parse_args(argv)
+    logging.basicConfig(level=logging.DEBUG if args.debug else logging.ERROR,
+                        format="%(levelname)s %(name)s: %(message)s")
+    try:
+        if args.command == "demo":
+            # named by path, like the default driver, so driver_kit never imports it
+            run_demo = _import_object(DEMO)
+            return run_demo(tempfile.mkdtemp(prefix="driver-kit-demo-"))
+        return COMMANDS[args.command](_open_driver(args), args)
+    except CapacityExceeded as exc:
+        print(f"refused: {exc.decision.explain()}", file=sys.stderr)
+        return EXIT_REFUSED
+    except ConfigError as exc:
+        if args.debug:
+            traceback.print_exc()
+        print(f"config error: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    except DriverKitError as exc:
+        if args.debug:
+            traceback.print_exc()
+        print(f"error: {exc}", file=sys.stderr)
+        return EXIT_ERROR
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

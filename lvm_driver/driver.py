@@ -1,0 +1,301 @@
+"""``ThinLVMDriver``: the reference driver, one LVM volume group with a thin pool.
+
+Built only on driver_kit's public API. Every stats refresh costs exactly one
+``lvs`` process; every create one fresh ``lvs`` plus one ``lvcreate``.
+
+Pools: the thin pool is one pool (total = pool data size, free = data not
+yet written, also bounded by metadata use). When ``lvm_offer_thick`` is set,
+the VG's free extents form a second, thick-only pool named after the VG.
+Provisioned capacity counts every thin volume in the pool, including ones an
+operator made with plain ``lvcreate``; thin snapshots are reported apart.
+A thin LV with an origin is a snapshot unless it carries the volume tag the
+driver puts on volumes it creates from snapshots or clones.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import os
+from typing import Any, Sequence
+
+from oslo_config import cfg
+
+from driver_kit import (AlreadyExists, BackendConfig, GiB, InvalidInput, NotFound,
+                        PoolFacts, SetupError, SnapshotNotFound, VolumeDriver, VolumeInfo,
+                        VolumeNotFound)
+from lvm_driver.executor import LVMCommandError, LVMExecutor
+from lvm_driver.lvm import (LogicalVolume, VGReport, VolumeGroup, validate_lv_name,
+                            validate_vg_name)
+
+LOG = logging.getLogger(__name__)
+
+__all__ = ["ThinLVMDriver", "LVM_OPTS", "list_opts", "VOLUME_TAG", "SNAPSHOT_TAG"]
+
+#: tag on every volume the driver creates (tells clones from snapshots)
+VOLUME_TAG = "driver_kit_volume"
+#: tag on every snapshot the driver creates
+SNAPSHOT_TAG = "driver_kit_snapshot"
+
+LVM_OPTS = [
+    cfg.StrOpt("volume_group", default="cinder-volumes",
+               help="Volume group holding the thin pool and the volumes."),
+    cfg.StrOpt("lvm_thin_pool_name",
+               help="Thin pool LV inside volume_group; defaults to '<volume_group>-pool' "
+                    "as in Cinder's LVM driver."),
+    cfg.BoolOpt("lvm_create_thin_pool", default=True,
+                help="Create the thin pool in do_setup() when it is missing."),
+    cfg.IntOpt("lvm_thin_pool_size_percent", default=95, min=1, max=100,
+               help="Size of a thin pool created by do_setup(), as a percentage of the "
+                    "volume group's free space."),
+    cfg.BoolOpt("lvm_offer_thick", default=False,
+                help="Offer thick (linear) volumes from the VG's free extents as a second, "
+                     "thick-only pool chosen with provisioning:type=thick."),
+    cfg.StrOpt("lvm_conf_file",
+               help="An lvm.conf to use instead of the system's; LVM_SYSTEM_DIR is set to "
+                    "its directory for every LVM command."),
+    cfg.StrOpt("lvm_root_helper",
+               help="Command prefix for LVM (e.g. 'sudo'); unset: none when running as "
+                    "root, 'sudo' otherwise."),
+    cfg.FloatOpt("lvm_command_timeout", default=120.0,
+                 help="Seconds an LVM command may run before it is stopped."),
+    cfg.StrOpt("volume_name_template", default="volume-%s",
+               help="Template turning a volume id into its LV name, as in Cinder."),
+    cfg.StrOpt("lvm_backend", default="real", choices=["real", "simulator"],
+               help="'real' runs LVM; 'simulator' runs the embedded LVM simulator."),
+    cfg.StrOpt("lvm_simulator_state_file",
+               help="JSON state file of the simulator (shared by every process using it)."),
+    cfg.IntOpt("lvm_simulator_vg_size_gb", default=100, min=1,
+               help="Size of the volume group the simulator creates when its state has "
+                    "none (stands for the operator's vgcreate)."),
+]
+
+
+def list_opts() -> list[tuple[str, list[cfg.Opt]]]:
+    """Options for oslo-config-generator (namespace ``lvm_driver``)."""
+    return [("backend", list(LVM_OPTS))]
+
+
+def _gb_up(nbytes: int) -> int:
+    return max(1, math.ceil(nbytes / GiB))
+
+
+class ThinLVMDriver(VolumeDriver):
+    """A thin-pool LVM backend: stats from one ``lvs``, admission on every create."""
+
+    VENDOR_NAME = "Open Source"
+    DRIVER_VERSION = "1.0.0"
+    STORAGE_PROTOCOL = "iSCSI"
+    OPTIONS = LVM_OPTS
+
+    def __init__(self, configuration: BackendConfig | None = None, *,
+                 executor: LVMExecutor | None = None, **kwargs: Any) -> None:
+        super().__init__(configuration, **kwargs)
+        conf = self.configuration
+        self.vg_name = validate_vg_name(conf.get("volume_group"))
+        self.pool_name = validate_lv_name(conf.get("lvm_thin_pool_name")
+                                          or f"{self.vg_name}-pool")
+        self.offer_thick = bool(conf.get("lvm_offer_thick", False))
+        self.simulator = None
+        self.executor = executor or self._make_executor()
+        self.vg = VolumeGroup(self.vg_name, executor=self.executor)
+
+    def _make_executor(self) -> LVMExecutor:
+        conf = self.configuration
+        conf_file = conf.get("lvm_conf_file")
+        root_helper = conf.get("lvm_root_helper")
+        if root_helper is None:
+            root_helper = None if os.geteuid() == 0 else "sudo"
+        runner = None
+        if conf.get("lvm_backend", "real") == "simulator":
+            from lvm_driver.simulator import LVMSimulator
+            self.simulator = LVMSimulator(state_file=conf.get("lvm_simulator_state_file"))
+            runner = self.simulator
+        return LVMExecutor(root_helper=root_helper or None,
+                           lvm_system_dir=os.path.dirname(conf_file) if conf_file else None,
+                           timeout_s=conf.get("lvm_command_timeout", 120.0), runner=runner)
+
+    # ------------------------------------------------------------------ setup
+    def do_setup(self) -> None:
+        """Create the thin pool when it is missing and config allows it."""
+        if self.simulator is not None and not self.vg.vg_exists():
+            size = self.configuration.get("lvm_simulator_vg_size_gb", 100) * GiB
+            self.simulator.create_vg(self.vg_name, size)
+        if not self.vg.vg_exists():
+            return  # check_for_setup_error says what to fix
+        report = self.vg.report()
+        if report.find_lv(self.pool_name) is None and \
+                self.configuration.get("lvm_create_thin_pool", True):
+            info = self.vg.vg_info()
+            percent = self.configuration.get("lvm_thin_pool_size_percent", 95)
+            extent = info.extent_size_bytes
+            size = info.vg_free_bytes * percent // 100 // extent * extent
+            LOG.info("creating thin pool %s/%s of %d bytes", self.vg_name, self.pool_name, size)
+            self.vg.create_thin_pool(self.pool_name, size)
+
+    def check_for_setup_error(self) -> None:
+        """Raise ``SetupError`` saying what to fix when the VG or pool is unusable."""
+        if not self.vg.vg_exists():
+            raise SetupError(f"volume group {self.vg_name!r} not found: create it "
+                             f"(vgcreate {self.vg_name} <device>) or set volume_group")
+        if not self.vg.supports_thin():
+            raise SetupError("this LVM has no thin provisioning support: install "
+                             "thin-provisioning-tools and load the dm-thin-pool module")
+        pool = self.vg.report().find_lv(self.pool_name)
+        if pool is None:
+            raise SetupError(f"thin pool {self.vg_name}/{self.pool_name} not found: create "
+                             f"it (lvcreate -T -L <size> {self.vg_name}/{self.pool_name}) "
+                             f"or set lvm_create_thin_pool = true")
+        if not pool.is_thin_pool:
+            raise SetupError(f"{self.vg_name}/{self.pool_name} is not a thin pool "
+                             f"(lv_attr {pool.attr.raw!r}): set lvm_thin_pool_name")
+
+    def validate_name(self, name: Any) -> str:
+        """LVM's naming rules, checked before any command runs."""
+        return validate_lv_name(name)
+
+    # ------------------------------------------------------------------ facts
+    def backend_read_pools(self) -> Sequence[PoolFacts]:
+        """Every pool from ONE ``lvs`` of the volume group."""
+        report = self.vg.report()
+        pools = [self._thin_pool_facts(report)]
+        if self.offer_thick:
+            pools.append(self._thick_pool_facts(report))
+        return pools
+
+    def _is_snapshot(self, lv: LogicalVolume) -> bool:
+        return lv.is_thin_snapshot and VOLUME_TAG not in lv.tags
+
+    def _thin_pool_facts(self, report: VGReport) -> PoolFacts:
+        pool = report.find_lv(self.pool_name)
+        if pool is None or not pool.is_thin_pool:
+            return self._unavailable(self.pool_name, thin=True,
+                                     reason=f"thin pool {self.vg_name}/{self.pool_name} "
+                                            f"not found")
+        if pool.data_percent is None or pool.metadata_percent is None:
+            return self._unavailable(self.pool_name, thin=True,
+                                     reason=f"usage of thin pool {self.vg_name}/"
+                                            f"{self.pool_name} is unknown (pool inactive?)")
+        total = pool.size_bytes
+        used = min(total, math.ceil(total * pool.data_percent / 100))
+        # A pool whose metadata is full cannot map new blocks: bound free by it too.
+        metadata_room = math.floor(total * (100 - pool.metadata_percent) / 100)
+        free = max(0, min(total - used, metadata_room))
+        volumes, snapshots = [], []
+        for lv in report.thin_volumes(self.pool_name):
+            (snapshots if self._is_snapshot(lv) else volumes).append(lv)
+        ours = [lv for lv in volumes if VOLUME_TAG in lv.tags]
+        return PoolFacts(
+            pool_name=self.pool_name, total_bytes=total, free_bytes=free,
+            provisioned_bytes=sum(lv.size_bytes for lv in volumes),
+            snapshot_bytes=sum(lv.size_bytes for lv in snapshots),
+            thin_provisioning_support=True, thick_provisioning_support=False,
+            total_volumes=len(volumes), used_bytes=used,
+            driver_used_bytes=sum(math.ceil(lv.size_bytes * (lv.data_percent or 0) / 100)
+                                  for lv in ours),
+            data_percent=pool.data_percent, metadata_percent=pool.metadata_percent,
+            location_info=f"ThinLVMDriver:{self.vg_name}:{self.pool_name}",
+            extra={"volume_group": self.vg_name, "snapshot_count": len(snapshots)})
+
+    def _thick_pool_facts(self, report: VGReport) -> PoolFacts:
+        thick = [lv for lv in report.lvs if lv.is_thick and not lv.is_hidden]
+        provisioned = sum(lv.size_bytes for lv in thick)
+        return PoolFacts(
+            pool_name=self.vg_name, total_bytes=report.vg_free_bytes + provisioned,
+            free_bytes=report.vg_free_bytes, provisioned_bytes=provisioned,
+            thin_provisioning_support=False, thick_provisioning_support=True,
+            total_volumes=len(thick), used_bytes=provisioned,
+            location_info=f"ThinLVMDriver:{self.vg_name}:thick",
+            extra={"volume_group": self.vg_name})
+
+    def _unavailable(self, name: str, *, thin: bool, reason: str) -> PoolFacts:
+        return PoolFacts(pool_name=name, total_bytes=0, free_bytes=0, provisioned_bytes=0,
+                         thin_provisioning_support=thin, thick_provisioning_support=not thin,
+                         unavailable_reason=reason)
+
+    def _info(self, lv: LogicalVolume) -> VolumeInfo:
+        return VolumeInfo(name=lv.name, size_gb=_gb_up(lv.size_bytes),
+                          pool_name=lv.pool_lv if lv.is_thin_volume else self.vg_name,
+                          thin=lv.is_thin_volume)
+
+    def backend_find_volume(self, name: str) -> VolumeInfo | None:
+        lv = self.vg.report().find_lv(name)
+        if lv is None or lv.is_hidden or lv.is_thin_pool or self._is_snapshot(lv):
+            return None
+        if lv.is_thin_volume and lv.pool_lv != self.pool_name:
+            return None  # another pool's volume: not ours to manage
+        return self._info(lv)
+
+    def backend_find_snapshot(self, name: str) -> VolumeInfo | None:
+        lv = self.vg.report().find_lv(name)
+        return self._info(lv) if lv is not None and self._is_snapshot(lv) else None
+
+    # ------------------------------------------------------------ operations
+    def _create_cleanly(self, name: str, create: Any) -> None:
+        """Run a create; if it fails after LVM made the LV, remove it again."""
+        try:
+            create()
+        except AlreadyExists:
+            raise
+        except LVMCommandError:
+            try:
+                if self.vg.report().find_lv(name) is not None:
+                    LOG.warning("create of %s failed after the LV was made; removing it",
+                                name)
+                    self.vg.delete(name)
+            except Exception:  # report the original failure, not the clean-up's
+                LOG.exception("could not clean up %s after a failed create", name)
+            raise
+
+    def backend_create_volume(self, name: str, size_gb: int, *, pool_name: str,
+                              thin: bool) -> None:
+        size = size_gb * GiB
+        if thin:
+            self._create_cleanly(name, lambda: self.vg.create_thin_volume(
+                name, size, pool=self.pool_name, tags=(VOLUME_TAG,)))
+        else:
+            self._create_cleanly(name, lambda: self.vg.create_thick_volume(
+                name, size, tags=(VOLUME_TAG,)))
+
+    def backend_delete_volume(self, name: str) -> None:
+        try:
+            self.vg.delete(name)
+        except NotFound as exc:
+            raise VolumeNotFound(f"no volume {name!r}") from exc
+
+    def backend_extend_volume(self, name: str, new_size_gb: int) -> None:
+        self.vg.extend(name, new_size_gb * GiB)
+
+    def backend_create_snapshot(self, name: str, volume: VolumeInfo) -> None:
+        if not volume.thin:
+            raise InvalidInput(f"volume {volume.name!r} is thick: this driver snapshots "
+                               f"thin volumes only")
+        self._create_cleanly(name, lambda: self.vg.create_thin_snapshot(
+            name, volume.name, tags=(SNAPSHOT_TAG,)))
+
+    def backend_delete_snapshot(self, name: str) -> None:
+        try:
+            self.vg.delete(name)
+        except NotFound as exc:
+            raise SnapshotNotFound(f"no snapshot {name!r}") from exc
+
+    def _copy_of(self, name: str, source: VolumeInfo, size_gb: int) -> None:
+        if not source.thin:
+            raise InvalidInput(f"{source.name!r} is thick: this driver copies thin "
+                               f"volumes only")
+        self._create_cleanly(name, lambda: self.vg.create_thin_snapshot(
+            name, source.name, tags=(VOLUME_TAG,), activate=True))
+        if size_gb > source.size_gb:
+            self._create_cleanly(name, lambda: self.vg.extend(name, size_gb * GiB))
+
+    def backend_create_volume_from_snapshot(self, name: str, snapshot: VolumeInfo,
+                                            size_gb: int) -> None:
+        self._copy_of(name, snapshot, size_gb)
+
+    def backend_clone_volume(self, name: str, source: VolumeInfo, size_gb: int) -> None:
+        self._copy_of(name, source, size_gb)
+
+    def volume_name(self, volume_id: str) -> str:
+        """The LV name of a volume id, through ``volume_name_template``."""
+        return validate_lv_name(self.configuration.get("volume_name_template",
+                                                       "volume-%s") % volume_id)

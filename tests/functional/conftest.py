@@ -1,0 +1,104 @@
+"""One scenario suite, two backends: the LVM simulator (everywhere) and real
+LVM (inside the VM lane, tests/realvm, where DK_REAL_LVM=1).
+
+Each test gets a ``lab``: a volume group holding a fresh 2 GiB thin pool
+named ``pool``, an operator's shell onto LVM (``lab.lvm(...)``) and a factory
+of drivers configured for it.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from driver_kit import GiB, load_backend_config
+from lvm_driver.driver import LVM_OPTS, ThinLVMDriver
+from lvm_driver.executor import CommandResult, LVMExecutor
+from lvm_driver.lvm import VolumeGroup
+
+POOL_GB = 2
+VG_GB = 4
+
+
+class Lab:
+    """A volume group with a thin pool, seen by an operator and by drivers."""
+
+    def __init__(self, kind: str, tmp: Path):
+        self.kind = kind
+        self.tmp = tmp
+        self.state_file = str(tmp / "simulator.json")
+        self.lock_path = str(tmp / "locks")
+        self.simulator = None
+        if kind == "sim":
+            from lvm_driver.simulator import LVMSimulator
+            self.vg_name = "dkvg"
+            self.simulator = LVMSimulator(state_file=self.state_file)
+            self.simulator.create_vg(self.vg_name, VG_GB * GiB)
+            self.executor = LVMExecutor(runner=self.simulator, timeout_s=30)
+        else:
+            self.vg_name = os.environ["DK_REAL_LVM_VG"]
+            self.executor = LVMExecutor(timeout_s=120)
+        self.vg = VolumeGroup(self.vg_name, executor=self.executor)
+
+    def lvm(self, *argv: str) -> CommandResult:
+        """Run an LVM command as the operator would, behind the driver's back."""
+        return self.executor.run(list(argv), readonly=argv[0] in ("lvs", "vgs"))
+
+    def overrides(self, **extra: Any) -> dict[str, Any]:
+        base = {"volume_group": self.vg_name, "lvm_thin_pool_name": "pool",
+                "lvm_create_thin_pool": False, "lock_path": self.lock_path,
+                "max_over_subscription_ratio": "2.0", "lvm_command_timeout": 120.0,
+                "lvm_backend": self.kind if self.kind == "real" else "simulator",
+                "lvm_simulator_state_file": self.state_file}
+        base.update(extra)
+        return base
+
+    def driver(self, **extra: Any) -> ThinLVMDriver:
+        """A driver on this lab's pool, set up and checked as Cinder would."""
+        conf = load_backend_config(extra_opts=LVM_OPTS, overrides=self.overrides(**extra))
+        driver = ThinLVMDriver(conf)
+        driver.do_setup()
+        driver.check_for_setup_error()
+        return driver
+
+    def write(self, lv: str, nbytes: int) -> None:
+        """Write ``nbytes`` of data into a thin volume, so the pool fills."""
+        if self.simulator is not None:
+            self.simulator.write_data(self.vg_name, lv, nbytes)
+            return
+        import subprocess
+        subprocess.run(["dd", "if=/dev/urandom", f"of=/dev/{self.vg_name}/{lv}", "bs=1M",
+                        f"count={nbytes // (1024 * 1024)}", "oflag=direct", "status=none"],
+                       check=True)
+
+    def lv_names(self) -> set[str]:
+        return {lv.name for lv in self.vg.report().lvs if not lv.is_hidden}
+
+    def teardown(self) -> None:
+        if self.kind == "real":
+            self.executor.run(["lvremove", "-f", "-y", self.vg_name], readonly=False)
+
+
+def _kinds() -> list[Any]:
+    return ["sim", pytest.param("real", marks=pytest.mark.realvm)]
+
+
+@pytest.fixture(params=_kinds())
+def lab(request: pytest.FixtureRequest, tmp_path: Path):
+    if request.param == "real" and os.environ.get("DK_REAL_LVM") != "1":
+        pytest.fail("real-LVM scenarios run inside the VM lane: "
+                    "tests/realvm/run_in_vm.sh -- .venv/bin/python -m pytest "
+                    "tests/functional -m realvm")
+    lab = Lab(request.param, tmp_path)
+    if request.param == "real":
+        lab.teardown()  # a previous run may have left LVs behind
+    lab.lvm("lvcreate", "-T", "-L", f"{POOL_GB}g", f"{lab.vg_name}/pool")
+    try:
+        yield lab
+    finally:
+        lab.teardown()
+        shutil.rmtree(lab.lock_path, ignore_errors=True)

@@ -1,0 +1,201 @@
+"""Functional scenarios, run on the simulator and on real LVM alike."""
+
+from __future__ import annotations
+
+import math
+import multiprocessing
+
+import pytest
+
+from driver_kit import (CapacityExceeded, SetupError, calculate_max_over_subscription_ratio,
+                        load_backend_config, validate_stats)
+from driver_kit.exceptions import BackendUnavailable
+from driver_kit.units import bytes_to_gb_down, bytes_to_gb_up
+
+from lvm_driver.driver import LVM_OPTS, ThinLVMDriver
+from tests.functional.conftest import POOL_GB
+
+
+def pool_stats(driver, name="pool"):
+    stats = driver.get_volume_stats(refresh=True)
+    assert validate_stats(stats) == []
+    return next(p for p in stats["pools"] if p["pool_name"] == name)
+
+
+def ground_truth(lab):
+    """Pool figures from a plain-text ``lvs``, parsed independently of the driver."""
+    out = lab.lvm("lvs", "--noheadings", "--units", "b", "--nosuffix", "--separator", "|",
+                  "-o", "lv_name,lv_size,pool_lv,origin,data_percent,metadata_percent,lv_tags",
+                  lab.vg_name).stdout
+    rows = [line.strip().split("|") for line in out.splitlines() if line.strip()]
+    pool = next(r for r in rows if r[0] == "pool")
+    total = int(pool[1])
+    used = math.ceil(total * float(pool[4]) / 100)
+    free = min(total - used, math.floor(total * (100 - float(pool[5])) / 100))
+    thin = [r for r in rows if r[2] == "pool"]
+    is_snap = [bool(r[3]) and "driver_kit_volume" not in r[6].split(",") for r in thin]
+    return {"total": total, "free": free,
+            "provisioned": sum(int(r[1]) for r, s in zip(thin, is_snap) if not s),
+            "snapshots": sum(int(r[1]) for r, s in zip(thin, is_snap) if s)}
+
+
+def test_stats_agree_with_ground_truth(lab):
+    driver = lab.driver()
+    driver.create_volume("volume-a", 1)
+    lab.write("volume-a", 64 * 1024 * 1024)
+    truth = ground_truth(lab)
+    facts = next(f for f in driver.backend_read_pools() if f.pool_name == "pool")
+    assert (facts.total_bytes, facts.free_bytes, facts.provisioned_bytes) == \
+        (truth["total"], truth["free"], truth["provisioned"])
+    pool = pool_stats(driver)
+    assert pool["total_capacity_gb"] == bytes_to_gb_down(truth["total"])
+    assert pool["free_capacity_gb"] == bytes_to_gb_down(truth["free"])
+    assert pool["provisioned_capacity_gb"] == bytes_to_gb_up(truth["provisioned"])
+    assert pool["free_capacity_gb"] < POOL_GB  # data was written
+    assert pool["data_percent"] > 0 and pool["metadata_percent"] > 0
+
+
+def test_one_lvm_process_per_stats_refresh(lab):
+    driver = lab.driver()
+    before = driver.executor.commands_run
+    driver.get_volume_stats(refresh=True)
+    assert driver.executor.commands_run - before == 1
+    before = driver.executor.commands_run
+    driver.create_volume("volume-a", 1)
+    assert driver.executor.commands_run - before == 2  # one report, one lvcreate
+
+
+def test_out_of_band_counted_snapshots_apart(lab):
+    driver = lab.driver()
+    driver.create_volume("volume-a", 1)
+    lab.lvm("lvcreate", "-T", "-V", "1g", "-n", "operator-made", f"{lab.vg_name}/pool")
+    assert pool_stats(driver)["provisioned_capacity_gb"] == 2
+    driver.create_snapshot("snap-a", "volume-a")
+    lab.lvm("lvcreate", "-s", "-n", "operator-snap", f"{lab.vg_name}/operator-made")
+    pool = pool_stats(driver)
+    assert pool["provisioned_capacity_gb"] == 2
+    assert pool["snapshot_capacity_gb"] == 2
+    assert pool["total_volumes"] == 2
+
+
+def test_create_until_the_cap_then_refuse(lab):
+    driver = lab.driver()  # cap = 2 GiB * 2.0
+    for i in range(4):
+        driver.create_volume(f"volume-{i}", 1)
+    with pytest.raises(CapacityExceeded) as refused:
+        driver.create_volume("volume-4", 1)
+    assert "(total - reserved) * ratio" in str(refused.value)
+    assert "volume-4" not in lab.lv_names()
+    with pytest.raises(CapacityExceeded):
+        driver.extend_volume("volume-0", 2)
+    assert driver.backend_find_volume("volume-0").size_gb == 1
+    driver.delete_volume("volume-3")
+    assert driver.extend_volume("volume-0", 2).size_gb == 2
+
+
+def test_reserved_and_calculation_modes(lab):
+    lab.lvm("lvcreate", "-T", "-V", "3g", "-n", "big", f"{lab.vg_name}/pool")
+    lab.write("big", 1536 * 1024 * 1024)  # the pool is now 75% full
+    standard = lab.driver(over_provisioning_calculation="standard")
+    cinder = lab.driver(over_provisioning_calculation="cinder")
+    pool = pool_stats(standard)
+    free = pool["free_capacity_gb"]
+    assert free <= 0.5
+    # standard: 3 + 1 <= 2 * 2 passes; cinder: 1 <= free * 2 fails as free < 0.5
+    assert standard.create_volume("a", 1)
+    standard.delete_volume("a")
+    with pytest.raises(CapacityExceeded) as refused:
+        cinder.create_volume("a", 1)
+    assert [c.name for c in refused.value.decision.failed_checks] == ["free_cap"]
+    reserved = lab.driver(reserved_percentage=50, over_provisioning_calculation="standard")
+    with pytest.raises(CapacityExceeded):  # (2 - 1) * 2 = 2 < 3 + 1
+        reserved.create_volume("a", 1)
+
+
+def test_auto_ratio_resolves_as_cinder_does(lab):
+    driver = lab.driver(max_over_subscription_ratio="auto")
+    assert pool_stats(driver)["max_over_subscription_ratio"] == 20.0
+    driver.create_volume("volume-a", 3)
+    lab.write("volume-a", 512 * 1024 * 1024)
+    pool = pool_stats(driver)
+    expected = calculate_max_over_subscription_ratio(
+        {"thin_provisioning_support": True, "total_capacity_gb": pool["total_capacity_gb"],
+         "free_capacity_gb": pool["free_capacity_gb"],
+         "provisioned_capacity_gb": pool["provisioned_capacity_gb"]}, "auto")
+    assert pool["max_over_subscription_ratio"] == math.floor(expected * 100) / 100
+
+
+def _racer(overrides, index, queue):
+    from driver_kit import CapacityExceeded, load_backend_config
+    from lvm_driver.driver import LVM_OPTS, ThinLVMDriver
+    driver = ThinLVMDriver(load_backend_config(extra_opts=LVM_OPTS, overrides=overrides))
+    admitted = []
+    for j in range(2):
+        try:
+            driver.create_volume(f"race-{index}-{j}", 1)
+            admitted.append(f"race-{index}-{j}")
+        except CapacityExceeded:
+            pass
+    queue.put(admitted)
+
+
+def test_processes_racing_near_the_cap(lab):
+    lab.lvm("lvcreate", "-T", "-V", "1g", "-n", "base", f"{lab.vg_name}/pool")
+    ctx = multiprocessing.get_context("spawn")
+    queue = ctx.Queue()
+    procs = [ctx.Process(target=_racer, args=(lab.overrides(), i, queue)) for i in range(4)]
+    for p in procs:
+        p.start()
+    admitted = [name for _ in procs for name in queue.get(timeout=600)]
+    for p in procs:
+        p.join(60)
+        assert p.exitcode == 0
+    assert len(admitted) == 3  # cap 4 GiB, 1 taken; 8 attempts
+    racers = {n for n in lab.lv_names() if n.startswith("race-")}
+    assert racers == set(admitted)
+    # nobody holds the lock any more: a new driver is admitted at once
+    driver = lab.driver()
+    driver.delete_volume(admitted[0])
+    assert driver.create_volume("after", 1)
+
+
+def test_delete_frees_and_is_idempotent(lab):
+    driver = lab.driver()
+    driver.create_volume("volume-a", 2)
+    assert pool_stats(driver)["provisioned_capacity_gb"] == 2
+    driver.delete_volume("volume-a")
+    driver.delete_volume("volume-a")
+    assert pool_stats(driver)["provisioned_capacity_gb"] == 0
+
+
+def test_fail_closed_when_the_vg_is_gone(lab):
+    broken = ThinLVMDriver(load_backend_config(
+        extra_opts=LVM_OPTS, overrides=lab.overrides(volume_group="no-such-vg")))
+    stats = broken.get_volume_stats(refresh=True)
+    assert validate_stats(stats) == []
+    pool = stats["pools"][0]
+    assert pool["backend_state"] == "down" and pool["free_capacity_gb"] == 0
+    assert "no-such-vg" in pool["down_reason"]
+    with pytest.raises(BackendUnavailable):
+        broken.create_volume("volume-b", 1)
+
+
+def test_fail_closed_when_the_pool_is_gone(lab):
+    driver = lab.driver()
+    lab.lvm("lvremove", "-f", "-y", f"{lab.vg_name}/pool")
+    pool = pool_stats(driver)
+    assert pool["backend_state"] == "down" and "not found" in pool["down_reason"]
+    with pytest.raises(BackendUnavailable):
+        driver.create_volume("volume-a", 1)
+
+
+def test_setup_errors_say_what_to_fix(lab):
+    def check(**extra):
+        driver = ThinLVMDriver(load_backend_config(extra_opts=LVM_OPTS,
+                                                   overrides=lab.overrides(**extra)))
+        driver.check_for_setup_error()
+
+    with pytest.raises(SetupError, match="volume group 'no-such-vg' not found: create it"):
+        check(volume_group="no-such-vg")
+    with pytest.raises(SetupError, match="lvm_create_thin_pool = true"):
+        check(lvm_thin_pool_name="other-pool")

@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# The whole test suite, installing what it needs on a fresh machine:
+#   1. a venv (.venv) with the project and its test extra;
+#   2. every host test: unit, Cinder agreement, simulator functional scenarios,
+#      compliance harness (pytest, warnings as errors, zero tests = failure);
+#   3. the real-LVM lane: the functional scenarios on a real thin pool inside a
+#      VM (tests/realvm). Needs root; installs its Debian packages itself.
+#      Under CI=true it is mandatory; elsewhere, without root, it is skipped
+#      with one loud line saying why.
+# Results (JUnit XML) go to test-results/.
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+python="${PYTHON:-python3}"
+
+[ -x .venv/bin/python ] || "$python" -m venv .venv
+.venv/bin/python -m pip install -q --upgrade pip
+.venv/bin/python -m pip install -q -e '.[test]'
+mkdir -p test-results
+
+status=0
+.venv/bin/python -m pytest tests -m "not realvm" -p no:cacheprovider \
+    --junitxml=test-results/host.xml || status=$?
+if [ "$status" -eq 5 ]; then echo "run-tests: no host test ran" >&2; exit 1; fi
+[ "$status" -eq 0 ] || { echo "run-tests: host tests failed ($status)" >&2; exit "$status"; }
+
+if [ "${DK_SKIP_REAL_LVM:-0}" = 1 ] && [ "${CI:-}" != true ]; then
+    echo "run-tests: REAL-LVM LANE NOT RUN: DK_SKIP_REAL_LVM=1" >&2
+elif [ "$(id -u)" != 0 ]; then
+    if [ "${CI:-}" = true ]; then echo "run-tests: the real-LVM lane needs root in CI" >&2; exit 1; fi
+    echo "run-tests: REAL-LVM LANE NOT RUN: needs root (it installs qemu and boots a VM)" >&2
+else
+    bash tests/realvm/install_deps.sh .venv/bin/python
+    bash tests/realvm/run_in_vm.sh -- .venv/bin/python -m pytest tests/functional \
+        -m realvm -p no:cacheprovider --junitxml=test-results/realvm.xml -v
+fi
+echo "run-tests: all lanes passed"
