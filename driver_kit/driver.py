@@ -27,7 +27,7 @@ from typing import Any, Callable, Mapping, Sequence
 from driver_kit import capacity
 from driver_kit.admission import AdmissionGate
 from driver_kit.config import BackendConfig, load_backend_config
-from driver_kit.exceptions import (AlreadyExists, BackendError, BackendUnavailable, CapacityExceeded,
+from driver_kit.exceptions import (AlreadyExists, BackendUnavailable, CapacityExceeded,
                                    DriverKitError, InvalidInput, InvalidSize, PoolNotFound,
                                    SnapshotNotFound, VolumeNotFound)
 from driver_kit.stats import (BackendStats, PoolFacts, PoolStats, build_pool_stats,
@@ -182,9 +182,9 @@ class VolumeDriver(abc.ABC):
     def _read_pools_or_raise(self) -> list[PoolFacts]:
         try:
             facts = list(self.backend_read_pools())
-        except BackendError:
+        except BackendUnavailable:
             raise
-        except Exception as exc:
+        except Exception as exc:  # whatever broke, the backend cannot be read
             raise BackendUnavailable(f"cannot read the backend: {exc}") from exc
         if not facts:
             raise BackendUnavailable("the backend reported no pools")

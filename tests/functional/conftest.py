@@ -71,7 +71,7 @@ class Lab:
             self.simulator.write_data(self.vg_name, lv, nbytes)
             return
         import subprocess
-        subprocess.run(["dd", "if=/dev/urandom", f"of=/dev/{self.vg_name}/{lv}", "bs=1M",
+        subprocess.run(["dd", "if=/dev/zero", f"of=/dev/{self.vg_name}/{lv}", "bs=1M",
                         f"count={nbytes // (1024 * 1024)}", "oflag=direct", "status=none"],
                        check=True)
 

@@ -94,29 +94,29 @@ def test_create_until_the_cap_then_refuse(lab):
 
 
 def test_reserved_and_calculation_modes(lab):
-    lab.lvm("lvcreate", "-T", "-V", "3g", "-n", "big", f"{lab.vg_name}/pool")
-    lab.write("big", 1536 * 1024 * 1024)  # the pool is now 75% full
-    standard = lab.driver(over_provisioning_calculation="standard")
-    cinder = lab.driver(over_provisioning_calculation="cinder")
-    pool = pool_stats(standard)
-    free = pool["free_capacity_gb"]
-    assert free <= 0.5
-    # standard: 3 + 1 <= 2 * 2 passes; cinder: 1 <= free * 2 fails as free < 0.5
-    assert standard.create_volume("a", 1)
-    standard.delete_volume("a")
+    lab.lvm("lvcreate", "-T", "-V", "1g", "-n", "big", f"{lab.vg_name}/pool")
+    lab.write("big", 600 * 1024 * 1024)
+    # 50% of 2 GiB reserved: cap (2 - 1) * 2 = 2 GiB; free is about 1.41 GiB
+    standard = lab.driver(reserved_percentage=50, over_provisioning_calculation="standard")
+    cinder = lab.driver(reserved_percentage=50, over_provisioning_calculation="cinder")
+    assert 1.3 < pool_stats(standard)["free_capacity_gb"] < 1.5
+    # cinder: 1 <= (free - 1) * 2 fails; standard: 1 + 1 <= 2 passes
     with pytest.raises(CapacityExceeded) as refused:
         cinder.create_volume("a", 1)
     assert [c.name for c in refused.value.decision.failed_checks] == ["free_cap"]
-    reserved = lab.driver(reserved_percentage=50, over_provisioning_calculation="standard")
-    with pytest.raises(CapacityExceeded):  # (2 - 1) * 2 = 2 < 3 + 1
-        reserved.create_volume("a", 1)
+    assert "a" not in lab.lv_names()
+    standard.create_volume("a", 1)
+    with pytest.raises(CapacityExceeded) as refused:  # 2 + 1 > 2
+        standard.create_volume("b", 1)
+    assert [c.name for c in refused.value.decision.failed_checks] == ["provisioned_cap"]
+    assert lab.driver(over_provisioning_calculation="standard").create_volume("b", 1)
 
 
 def test_auto_ratio_resolves_as_cinder_does(lab):
     driver = lab.driver(max_over_subscription_ratio="auto")
     assert pool_stats(driver)["max_over_subscription_ratio"] == 20.0
     driver.create_volume("volume-a", 3)
-    lab.write("volume-a", 512 * 1024 * 1024)
+    lab.write("volume-a", 256 * 1024 * 1024)
     pool = pool_stats(driver)
     expected = calculate_max_over_subscription_ratio(
         {"thin_provisioning_support": True, "total_capacity_gb": pool["total_capacity_gb"],
