@@ -1,0 +1,93 @@
+"""The driver-kit command as a user runs it, on the default simulator."""
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from driver_kit import validate_stats
+from driver_kit.cli import main
+
+
+@pytest.fixture(autouse=True)
+def state_home(tmp_path, monkeypatch):
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
+
+
+def run(capsys, *argv):
+    code = main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_stats_json_is_the_report(capsys):
+    code, out, err = run(capsys, "stats", "--json")
+    assert code == 0 and "using the LVM simulator" in err
+    stats = json.loads(out)
+    assert validate_stats(stats) == []
+    assert [p["pool_name"] for p in stats["pools"]] == ["pool", "dkvg"]
+
+
+def test_volume_lifecycle_and_refusal(capsys):
+    assert run(capsys, "create", "volume-1", "10")[0] == 0
+    assert run(capsys, "extend", "volume-1", "20")[0] == 0
+    assert run(capsys, "snapshot", "snap-1", "volume-1")[0] == 0
+    code, out, err = run(capsys, "create", "huge", "100000")
+    assert code == 3 and "provisioned_cap" in err and "FAILED" in err
+    code, out, _ = run(capsys, "stats")
+    assert "volume" in out.splitlines()[0] and "pool" in out
+    assert run(capsys, "delete", "volume-1")[0] == 0
+    assert run(capsys, "delete", "volume-1")[0] == 0
+    code, out, _ = run(capsys, "pools")
+    assert "thin" in out and "thick" in out
+
+
+@pytest.mark.parametrize("argv, code, needle", [
+    (["create", "a;b", "1"], 1, "characters LVM does not allow"),
+    (["extend", "nope", "2"], 1, "no volume 'nope'"),
+    (["--config-file", "/no/such.conf", "stats"], 2, "does not exist"),
+])
+def test_errors_are_one_clear_line(capsys, argv, code, needle):
+    got, out, err = run(capsys, *argv)
+    assert got == code
+    assert needle in err and "Traceback" not in err
+
+
+def test_bad_size_is_a_usage_error(capsys):
+    with pytest.raises(SystemExit) as exit_:
+        main(["create", "v", "1.5"])
+    assert exit_.value.code == 2
+    assert "whole number of GiB" in capsys.readouterr().err
+
+
+def test_config_file_backend(tmp_path, capsys):
+    conf = tmp_path / "kit.conf"
+    conf.write_text(f"""[DEFAULT]
+enabled_backends = one
+[one]
+volume_driver = lvm_driver.driver.ThinLVMDriver
+lvm_backend = simulator
+lvm_simulator_state_file = {tmp_path / 'sim.json'}
+volume_group = vg1
+max_over_subscription_ratio = 0.5
+""")
+    code, _, err = run(capsys, "--config-file", str(conf), "stats")
+    assert code == 2 and "[one] max_over_subscription_ratio = '0.5'" in err
+    conf.write_text(conf.read_text().replace("= 0.5", "= auto"))
+    code, out, _ = run(capsys, "--config-file", str(conf), "stats", "--json")
+    assert code == 0 and json.loads(out)["volume_backend_name"] == "one"
+    code, _, err = run(capsys, "--config-file", str(conf), "--backend", "two", "stats")
+    assert code == 2 and "unknown backend 'two'" in err
+
+
+def test_help_and_demo():
+    help_text = subprocess.run([sys.executable, "-m", "driver_kit.cli", "--help"],
+                               capture_output=True, text=True, check=True).stdout
+    for command in ("demo", "stats", "pools", "create", "extend", "delete", "snapshot",
+                    "check"):
+        assert command in help_text
+    demo = subprocess.run([sys.executable, "-m", "driver_kit.cli", "demo"],
+                          capture_output=True, text=True, timeout=120)
+    assert demo.returncode == 0, demo.stderr
+    assert "refused" in demo.stdout and "provisioned counts it: 10.0 GiB" in demo.stdout
