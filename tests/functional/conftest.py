@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import os
 import shutil
+import subprocess
+import time
 from pathlib import Path
 from typing import Any
 
@@ -70,10 +72,11 @@ class Lab:
         if self.simulator is not None:
             self.simulator.write_data(self.vg_name, lv, nbytes)
             return
-        import subprocess
         subprocess.run(["dd", "if=/dev/zero", f"of=/dev/{self.vg_name}/{lv}", "bs=1M",
-                        f"count={nbytes // (1024 * 1024)}", "oflag=direct", "status=none"],
-                       check=True)
+                        f"count={nbytes // (1024 * 1024)}", "oflag=direct", "conv=fsync",
+                        "status=none"], check=True)
+        # dm-thin commits its metadata about once a second: let usage settle
+        time.sleep(2)
 
     def lv_names(self) -> set[str]:
         return {lv.name for lv in self.vg.report().lvs if not lv.is_hidden}

@@ -1,0 +1,1 @@
+"""LVM thin-pool driver: a reference driver built on driver_kit's public API."""

@@ -1,0 +1,760 @@
+"""A brick-style wrapper of one LVM volume group: commands built, reports parsed.
+
+Every read of the VG's state is one ``lvs`` process whose JSON output is parsed
+once into typed, immutable records (``VGReport`` > ``LogicalVolume`` >
+``LVAttr``). Every change is one LVM process with an argv list. Names, tags and
+sizes are validated before any process starts. Policy (which pool, how much
+room, what a name means) belongs to the driver on top, not here.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from dataclasses import dataclass, field
+from typing import Any, Final
+
+from driver_kit.exceptions import InvalidInput, InvalidName, InvalidSize, NotFound
+
+from lvm_driver.executor import (
+    LVMAlreadyExistsError, LVMCommandError, LVMError, LVMExecutor,
+    LVMNotFoundError, LVMOutputError, LVMTimeoutError,
+    LVMVolumeGroupNotFoundError,
+)
+
+__all__ = [
+    "VolumeGroup", "VGReport", "VGInfo", "LogicalVolume", "LVAttr",
+    "LVNotFoundError", "parse_lvs_report", "parse_vgs_report",
+    "validate_lv_name", "validate_vg_name", "validate_tag", "size_argument",
+    "NAME_MAX_LENGTH", "REPORT_FIELDS", "VG_FIELDS",
+    "LVMError", "LVMCommandError", "LVMNotFoundError",
+    "LVMVolumeGroupNotFoundError", "LVMAlreadyExistsError", "LVMTimeoutError",
+    "LVMOutputError",
+]
+
+# ---------------------------------------------------------------------------
+# Names (LVM 2.03 lib/misc/lvm-string.c and lvm(8) "VALID NAMES")
+
+#: LVM's NAME_LEN is 128 including the terminating NUL.
+NAME_MAX_LENGTH: Final = 127
+_NAME_RE = re.compile(r"[A-Za-z0-9+_.-]+")
+_TAG_RE = re.compile(r"[A-Za-z0-9_+.\-/=!:&#]+")
+#: LVM refuses LV names that *start* with these (not only the exact words).
+_RESERVED_PREFIXES: Final = ("pvmove", "snapshot")
+#: LVM refuses LV names containing these anywhere (names of its internal LVs).
+_RESERVED_SUBSTRINGS: Final = (
+    "_cdata", "_cmeta", "_corig", "_cpool", "_cvol", "_wcorig", "_mimage",
+    "_mlog", "_rimage", "_rmeta", "_tdata", "_tmeta", "_vdata", "_imeta",
+    "_iorig", "_pmspare", "_vorigin",
+)
+
+
+def _check_common_name(name: object, kind: str) -> str:
+    if not isinstance(name, str):
+        raise InvalidName(f"{kind} name must be a str, got {type(name).__name__}")
+    if not name:
+        raise InvalidName(f"{kind} name is empty")
+    if "\0" in name:
+        raise InvalidName(f"{kind} name {name!r} contains a NUL character")
+    if any(ch.isspace() for ch in name):
+        raise InvalidName(f"{kind} name {name!r} contains whitespace")
+    if name.startswith("-"):
+        raise InvalidName(
+            f"{kind} name {name!r} starts with '-' (LVM would read it as an option)")
+    if name in (".", ".."):
+        raise InvalidName(f"{kind} name {name!r} is reserved ('.' and '..' are not allowed)")
+    if not _NAME_RE.fullmatch(name):
+        bad = "".join(sorted({ch for ch in name if not _NAME_RE.fullmatch(ch)}))
+        raise InvalidName(
+            f"{kind} name {name!r} contains characters LVM does not allow ({bad!r}); "
+            "allowed are A-Z a-z 0-9 + _ . -")
+    if len(name) > NAME_MAX_LENGTH:
+        raise InvalidName(
+            f"{kind} name is {len(name)} characters long; LVM allows at most "
+            f"{NAME_MAX_LENGTH}")
+    return name
+
+
+def validate_vg_name(name: str) -> str:
+    """Return ``name`` if LVM accepts it as a VG name, else raise InvalidName.
+
+    (LVM also refuses a new VG named like an entry of /dev; that needs I/O
+    and is left to vgcreate.)
+    """
+    return _check_common_name(name, "volume group")
+
+
+def validate_lv_name(name: str) -> str:
+    """Return ``name`` if LVM accepts it as a new LV name, else raise InvalidName."""
+    _check_common_name(name, "logical volume")
+    for prefix in _RESERVED_PREFIXES:
+        if name.startswith(prefix):
+            raise InvalidName(
+                f"logical volume name {name!r} starts with {prefix!r}, which LVM "
+                "reserves")
+    for part in _RESERVED_SUBSTRINGS:
+        if part in name:
+            raise InvalidName(
+                f"logical volume name {name!r} contains {part!r}, which LVM "
+                "reserves for its internal volumes")
+    return name
+
+
+def validate_tag(tag: str) -> str:
+    """Return ``tag`` if LVM accepts it (A-Z a-z 0-9 _ + . - / = ! : & #)."""
+    if not isinstance(tag, str):
+        raise InvalidInput(f"an LVM tag must be a str, got {type(tag).__name__}")
+    if not _TAG_RE.fullmatch(tag):
+        raise InvalidInput(
+            f"LVM tag {tag!r} is empty or contains characters LVM does not allow; "
+            "allowed are A-Z a-z 0-9 _ + . - / = ! : & #")
+    return tag
+
+
+def size_argument(size_bytes: int) -> str:
+    """An exact LVM size argument (``<n>b``) for a positive byte count.
+
+    LVM only takes byte sizes that are whole sectors, so the count is rounded
+    up to 512; LVM then rounds it up to whole extents itself.
+    """
+    if isinstance(size_bytes, bool) or not isinstance(size_bytes, int):
+        raise InvalidSize(f"a size in bytes must be an int, got {size_bytes!r}")
+    if size_bytes <= 0:
+        raise InvalidSize(f"a size must be positive, got {size_bytes} bytes")
+    return f"{-(-size_bytes // 512) * 512}b"
+
+
+# ---------------------------------------------------------------------------
+# Records
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class LVAttr:
+    """The 10 characters of ``lv_attr`` decoded once (see lvs(8))."""
+
+    raw: str
+    volume_type: str        # t thin pool, V thin volume, - plain, s snapshot, ...
+    permissions: str        # w writeable, r read-only, R read-only activation
+    allocation_policy: str  # i inherited, n normal, c contiguous, l cling, a anywhere
+    fixed_minor: bool
+    state: str              # a active, - inactive, X unknown, s suspended, ...
+    device_open: bool | None  # None when LVM cannot tell (X)
+    target_type: str        # t thin, - none, s snapshot, m mirror, r raid, ...
+    zero: bool              # newly-allocated blocks are zeroed
+    health: str             # - ok, p partial, F failed, D out of data, M md read-only
+    skip_activation: bool   # k: skipped by normal activation (thin snapshots)
+
+    @classmethod
+    def parse(cls, raw: str) -> LVAttr:
+        """Decode an ``lv_attr`` string; LVMOutputError unless it has 10 chars."""
+        cached = _ATTR_CACHE.get(raw)
+        if cached is not None:
+            return cached
+        if not isinstance(raw, str) or len(raw) != 10:
+            raise LVMOutputError(f"lv_attr must be 10 characters, got {raw!r}")
+        open_char = raw[5]
+        attr = cls(
+            raw=raw, volume_type=raw[0], permissions=raw[1],
+            allocation_policy=raw[2], fixed_minor=raw[3] == "m", state=raw[4],
+            device_open=None if open_char == "X" else open_char == "o",
+            target_type=raw[6], zero=raw[7] == "z", health=raw[8],
+            skip_activation=raw[9] == "k")
+        if len(_ATTR_CACHE) < 4096:
+            _ATTR_CACHE[raw] = attr
+        return attr
+
+    @property
+    def is_thin_pool(self) -> bool:
+        return self.volume_type == "t"
+
+    @property
+    def is_thin_volume(self) -> bool:
+        return self.volume_type == "V"
+
+    @property
+    def is_active(self) -> bool:
+        return self.state == "a"
+
+    @property
+    def is_state_known(self) -> bool:
+        """False when LVM could not ask the kernel (e.g. activation disabled)."""
+        return self.state != "X"
+
+    @property
+    def is_writable(self) -> bool:
+        return self.permissions == "w"
+
+    @property
+    def is_partial(self) -> bool:
+        return self.health == "p"
+
+    @property
+    def is_healthy(self) -> bool:
+        """No health flag: not partial, failed, out of space or read-only."""
+        return self.health == "-"
+
+
+_ATTR_CACHE: dict[str, LVAttr] = {}
+#: volume_type characters of LVs that hold their own extents (not thin, not a
+#: snapshot's COW store, not a pool's internal data or metadata).
+_THICK_TYPES: Final = frozenset("-oOmMrRC")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class LogicalVolume:
+    """One row of the report. Sizes are bytes (extent-rounded by LVM).
+
+    ``data_percent``/``metadata_percent`` are None when LVM printed nothing
+    (the LV type has none, or it is inactive so the kernel was not asked).
+    """
+
+    name: str
+    size_bytes: int
+    attr: LVAttr
+    layout: tuple[str, ...]
+    role: tuple[str, ...]
+    pool_lv: str | None
+    origin: str | None
+    data_percent: float | None
+    metadata_percent: float | None
+    metadata_size_bytes: int | None
+    uuid: str
+    tags: tuple[str, ...]
+
+    @property
+    def is_thin_pool(self) -> bool:
+        return self.attr.volume_type == "t"
+
+    @property
+    def is_thin_volume(self) -> bool:
+        return self.attr.volume_type == "V"
+
+    @property
+    def is_thin_snapshot(self) -> bool:
+        """A thin volume that still has an origin (LVM forgets it once removed)."""
+        return self.attr.volume_type == "V" and self.origin is not None
+
+    @property
+    def is_hidden(self) -> bool:
+        """An LVM-internal LV (``[pool_tdata]`` etc.), listed only with ``lvs -a``."""
+        return self.name.startswith("[")
+
+    @property
+    def is_thick(self) -> bool:
+        """A visible LV with its own extents: linear, striped, mirror, raid."""
+        return self.attr.volume_type in _THICK_TYPES and not self.name.startswith("[")
+
+    @property
+    def is_active(self) -> bool:
+        return self.attr.state == "a"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class VGInfo:
+    """The volume group's own facts, from ``vgs``. Sizes in bytes."""
+
+    vg_name: str
+    vg_size_bytes: int
+    vg_free_bytes: int
+    extent_size_bytes: int
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class VGReport:
+    """The whole VG at one instant: its size and free space and every LV."""
+
+    vg_name: str
+    vg_size_bytes: int
+    vg_free_bytes: int
+    extent_size_bytes: int
+    lvs: tuple[LogicalVolume, ...]
+    _by_name: dict[str, LogicalVolume] = field(
+        init=False, repr=False, compare=False, default=None)  # type: ignore[assignment]
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "_by_name", {lv.name: lv for lv in self.lvs})
+
+    def find_lv(self, name: str) -> LogicalVolume | None:
+        """The LV of that name, or None."""
+        return self._by_name.get(name)
+
+    def get_lv(self, name: str) -> LogicalVolume:
+        """The LV of that name; ``LVNotFoundError`` (a NotFound) if absent."""
+        lv = self._by_name.get(name)
+        if lv is None:
+            raise LVNotFoundError(
+                f"no logical volume {name!r} in volume group {self.vg_name!r}")
+        return lv
+
+    def thin_pools(self) -> tuple[LogicalVolume, ...]:
+        return tuple(lv for lv in self.lvs if lv.is_thin_pool)
+
+    def thin_volumes(self, pool_name: str) -> tuple[LogicalVolume, ...]:
+        """Every thin volume of the pool, snapshots included."""
+        return tuple(lv for lv in self.lvs
+                     if lv.pool_lv == pool_name and lv.attr.volume_type == "V")
+
+    def thick_volumes(self) -> tuple[LogicalVolume, ...]:
+        return tuple(lv for lv in self.lvs if lv.is_thick)
+
+
+class LVNotFoundError(NotFound):
+    """A report has no LV of the requested name."""
+
+
+# ---------------------------------------------------------------------------
+# Parsing
+
+#: The fields of the one ``lvs`` report: VG facts ride on every LV row.
+REPORT_FIELDS: Final = (
+    "vg_name", "vg_size", "vg_free", "vg_extent_size", "lv_name", "lv_size",
+    "lv_attr", "lv_layout", "lv_role", "pool_lv", "origin", "data_percent",
+    "metadata_percent", "lv_metadata_size", "lv_uuid", "lv_tags",
+)
+VG_FIELDS: Final = ("vg_name", "vg_size", "vg_free", "vg_extent_size")
+
+
+def _load_rows(text: str, section: str) -> list[dict[str, Any]]:
+    if not isinstance(text, str):
+        raise LVMOutputError(f"LVM output must be text, got {type(text).__name__}")
+    try:
+        data = json.loads(text)
+    except ValueError as exc:
+        snippet = text.strip()[:80]
+        raise LVMOutputError(
+            f"LVM printed malformed JSON ({exc}); output began {snippet!r}") from None
+    if not isinstance(data, dict) or not isinstance(data.get("report"), list):
+        raise LVMOutputError("LVM JSON has no 'report' list")
+    rows: list[dict[str, Any]] = []
+    for entry in data["report"]:
+        if not isinstance(entry, dict):
+            raise LVMOutputError("an entry of the LVM 'report' list is not an object")
+        part = entry.get(section)
+        if part is None:
+            continue
+        if not isinstance(part, list):
+            raise LVMOutputError(f"LVM report section {section!r} is not a list")
+        rows.extend(part)
+    return rows
+
+
+def _int_field(row: dict[str, Any], key: str, index: int) -> int:
+    value = row[key]
+    if type(value) is str and value.isdigit() and value.isascii():
+        return int(value)
+    raise LVMOutputError(
+        f"row {index}: field {key!r} should be a byte count, got {value!r} "
+        "(was the report run with --units b --nosuffix?)")
+
+
+def _optional_int(row: dict[str, Any], key: str, index: int) -> int | None:
+    if row[key] == "":
+        return None
+    return _int_field(row, key, index)
+
+
+def _percent(row: dict[str, Any], key: str, index: int) -> float | None:
+    value = row[key]
+    if value == "":
+        return None
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        number = math.nan
+    if not (type(value) is str and value.isascii() and 0.0 <= number <= 100.0):
+        raise LVMOutputError(
+            f"row {index}: field {key!r} should be a percentage, got {value!r}")
+    return number
+
+
+def _missing(row: object, fields: tuple[str, ...], index: int) -> LVMOutputError:
+    if not isinstance(row, dict):
+        return LVMOutputError(f"row {index} of the LVM report is not an object")
+    absent = [name for name in fields if name not in row]
+    return LVMOutputError(
+        f"row {index} of the LVM report lacks field(s) {', '.join(absent)}")
+
+
+def _check_row(row: object, vg_name: str, index: int) -> LogicalVolume:
+    """Parse one row slowly and carefully; raise LVMOutputError saying what is wrong."""
+    if not isinstance(row, dict):
+        raise LVMOutputError(f"row {index} of the LVM report is not an object")
+    absent = [name for name in REPORT_FIELDS if name not in row]
+    if absent:
+        raise LVMOutputError(
+            f"row {index} of the LVM report lacks field(s) {', '.join(absent)}")
+    for key in REPORT_FIELDS:
+        if type(row[key]) is not str:
+            raise LVMOutputError(f"row {index}: field {key!r} is not a string: {row[key]!r}")
+    if row["vg_name"] != vg_name:
+        raise LVMOutputError(
+            f"row {index} belongs to volume group {row['vg_name']!r}, not {vg_name!r}")
+    for key in ("vg_size", "vg_free", "vg_extent_size"):
+        _int_field(row, key, index)
+    if not row["lv_name"]:
+        raise LVMOutputError(f"row {index}: field 'lv_name' is empty")
+    try:
+        attr = LVAttr.parse(row["lv_attr"])
+    except LVMOutputError as exc:
+        raise LVMOutputError(f"row {index}: {exc}") from None
+    layout, role, tags = row["lv_layout"], row["lv_role"], row["lv_tags"]
+    return LogicalVolume(
+        name=row["lv_name"],
+        size_bytes=_int_field(row, "lv_size", index),
+        attr=attr,
+        layout=tuple(layout.split(",")) if layout else (),
+        role=tuple(role.split(",")) if role else (),
+        pool_lv=row["pool_lv"] or None,
+        origin=row["origin"] or None,
+        data_percent=_percent(row, "data_percent", index),
+        metadata_percent=_percent(row, "metadata_percent", index),
+        metadata_size_bytes=_optional_int(row, "lv_metadata_size", index),
+        uuid=row["lv_uuid"],
+        tags=tuple(tags.split(",")) if tags else (),
+    )
+
+
+@dataclass(slots=True)
+class _LVDraft:
+    """A mutable twin of LogicalVolume (same slots, same order).
+
+    Building a frozen dataclass costs a call to object.__setattr__ per field;
+    the report parser builds a draft and then re-classes it as the frozen
+    LogicalVolume, which keeps 100,000 rows well inside the time budget.
+    """
+
+    name: str
+    size_bytes: int
+    attr: LVAttr
+    layout: tuple[str, ...]
+    role: tuple[str, ...]
+    pool_lv: str | None
+    origin: str | None
+    data_percent: float | None
+    metadata_percent: float | None
+    metadata_size_bytes: int | None
+    uuid: str
+    tags: tuple[str, ...]
+
+
+def _parse_rows_fast(rows: list[Any], vg_name: str) -> list[LogicalVolume]:
+    """Parse rows assuming they are well formed; any doubt goes to _check_row.
+
+    Layouts, roles, tag lists and percentages repeat across rows, so each
+    distinct string is converted once per report (fewer allocations also
+    means less garbage-collector work on 100,000 rows).
+    """
+    lvs: list[LogicalVolume] = []
+    append = lvs.append
+    attr_cache = _ATTR_CACHE
+    words: dict[str, tuple[str, ...]] = {"": ()}
+    percents: dict[str, float | None] = {"": None}
+    sealed = LogicalVolume
+    draft = _LVDraft
+    for index, row in enumerate(rows):
+        try:
+            name = row["lv_name"]
+            size = row["lv_size"]
+            pool_lv = row["pool_lv"]
+            origin = row["origin"]
+            meta_size = row["lv_metadata_size"]
+            uuid = row["lv_uuid"]
+            attr = attr_cache.get(row["lv_attr"])
+            if (row["vg_name"] != vg_name or attr is None or type(name) is not str
+                    or "vg_size" not in row or "vg_free" not in row
+                    or "vg_extent_size" not in row
+                    or not name or type(uuid) is not str or type(pool_lv) is not str
+                    or type(origin) is not str or not size.isdigit()
+                    or not size.isascii()
+                    or (meta_size and not (meta_size.isdigit() and meta_size.isascii()))):
+                raise ValueError
+            layout = row["lv_layout"]
+            layout_t = words.get(layout)
+            if layout_t is None:
+                layout_t = words[layout] = tuple(layout.split(","))
+            role = row["lv_role"]
+            role_t = words.get(role)
+            if role_t is None:
+                role_t = words[role] = tuple(role.split(","))
+            tags = row["lv_tags"]
+            tags_t = words.get(tags)
+            if tags_t is None:
+                tags_t = words[tags] = tuple(tags.split(","))
+            data = row["data_percent"]
+            data_percent = percents.get(data, -1.0)
+            if data_percent == -1.0:
+                data_percent = percents[data] = _percent_value(data)
+            meta = row["metadata_percent"]
+            meta_percent = percents.get(meta, -1.0)
+            if meta_percent == -1.0:
+                meta_percent = percents[meta] = _percent_value(meta)
+            lv = draft(name, int(size), attr, layout_t, role_t, pool_lv or None,
+                       origin or None, data_percent, meta_percent,
+                       int(meta_size) if meta_size else None, uuid, tags_t)
+            lv.__class__ = sealed
+        except (KeyError, TypeError, AttributeError, ValueError):
+            lv = _check_row(row, vg_name, index)
+        append(lv)  # type: ignore[arg-type]
+    return lvs
+
+
+def _percent_value(text: str) -> float:
+    number = float(text)
+    if not (text.isascii() and 0.0 <= number <= 100.0):
+        raise ValueError(text)
+    return number
+
+
+def parse_vgs_report(text: str, vg_name: str) -> VGInfo:
+    """Parse ``vgs --reportformat json --units b --nosuffix -o VG_FIELDS <vg>``."""
+    rows = _load_rows(text, "vg")
+    mine = [row for row in rows if isinstance(row, dict) and row.get("vg_name") == vg_name]
+    if not mine:
+        raise LVMOutputError(f"the vgs report has no row for volume group {vg_name!r}")
+    if len(mine) != len(rows):
+        raise LVMOutputError(f"the vgs report has rows for other volume groups than {vg_name!r}")
+    row = mine[0]
+    try:
+        return VGInfo(
+            vg_name=vg_name,
+            vg_size_bytes=_int_field(row, "vg_size", 0),
+            vg_free_bytes=_int_field(row, "vg_free", 0),
+            extent_size_bytes=_int_field(row, "vg_extent_size", 0),
+        )
+    except KeyError:
+        raise _missing(row, VG_FIELDS, 0) from None
+
+
+def parse_lvs_report(text: str, vg_name: str, *,
+                     vg_info: VGInfo | None = None) -> VGReport:
+    """Parse the ``lvs`` report of ``REPORT_FIELDS`` into a ``VGReport``.
+
+    The VG's size, free space and extent size come from the first row. LVM
+    prints no row at all for a VG without LVs; only then is ``vg_info`` used
+    (and required). Raises LVMOutputError, naming what is wrong, on malformed
+    JSON, missing fields, non-numeric sizes or rows of another VG.
+    """
+    return _report_from_rows(_load_rows(text, "lv"), vg_name, vg_info)
+
+
+def _report_from_rows(rows: list[dict[str, Any]], vg_name: str,
+                      vg_info: VGInfo | None) -> VGReport:
+    if not rows:
+        if vg_info is None:
+            raise LVMOutputError(
+                f"the lvs report has no rows, so it says nothing about volume "
+                f"group {vg_name!r} (it has no LVs); pass vg_info from vgs")
+        if vg_info.vg_name != vg_name:
+            raise LVMOutputError(f"vg_info is for {vg_info.vg_name!r}, not {vg_name!r}")
+        return VGReport(vg_name=vg_name, vg_size_bytes=vg_info.vg_size_bytes,
+                        vg_free_bytes=vg_info.vg_free_bytes,
+                        extent_size_bytes=vg_info.extent_size_bytes, lvs=())
+    lvs = _parse_rows_fast(rows, vg_name)
+    first = rows[0]
+    return VGReport(
+        vg_name=vg_name,
+        vg_size_bytes=_int_field(first, "vg_size", 0),
+        vg_free_bytes=_int_field(first, "vg_free", 0),
+        extent_size_bytes=_int_field(first, "vg_extent_size", 0),
+        lvs=tuple(lvs),
+    )
+
+
+# ---------------------------------------------------------------------------
+# The volume group
+
+
+class VolumeGroup:
+    """One LVM volume group: a report of everything in it, and its commands.
+
+    No I/O in the constructor. Each method starts exactly one LVM process
+    (``report`` a second, ``vgs``, only when the VG has no LV at all). Names
+    are validated before any process starts; LVM's failures arrive as the
+    executor's typed errors (``LVMNotFoundError`` is also a NotFound,
+    ``LVMAlreadyExistsError`` also an AlreadyExists).
+    """
+
+    REPORT_FIELDS: Final = REPORT_FIELDS
+
+    def __init__(self, vg_name: str, *, executor: LVMExecutor):
+        self._vg_name = validate_vg_name(vg_name)
+        self._executor = executor
+
+    @property
+    def vg_name(self) -> str:
+        return self._vg_name
+
+    @property
+    def executor(self) -> LVMExecutor:
+        return self._executor
+
+    def _lv_path(self, name: str) -> str:
+        return f"{self._vg_name}/{validate_lv_name(name)}"
+
+    def _write(self, argv: list[str]) -> None:
+        self._executor.run(argv, readonly=False)
+
+    # -- reads ---------------------------------------------------------------
+
+    def report_argv(self) -> list[str]:
+        """The one ``lvs`` command behind ``report()``.
+
+        Not ``--readonly``: that option disables activation, so LVM would not
+        ask the kernel and every data_percent/metadata_percent would be empty.
+        """
+        return ["lvs", "--reportformat", "json", "--units", "b", "--nosuffix",
+                "-o", ",".join(REPORT_FIELDS), self._vg_name]
+
+    def report(self) -> VGReport:
+        """Everything about the VG from one ``lvs`` process (read-only).
+
+        A missing VG raises ``LVMVolumeGroupNotFoundError`` (a NotFound).
+        """
+        result = self._executor.run(self.report_argv(), readonly=True)
+        rows = _load_rows(result.stdout, "lv")
+        vg_info = None if rows else self.vg_info()
+        return _report_from_rows(rows, self._vg_name, vg_info)
+
+    def vg_info(self) -> VGInfo:
+        """The VG's size, free space and extent size from ``vgs`` (setup checks)."""
+        argv = ["vgs", "--reportformat", "json", "--units", "b", "--nosuffix",
+                "--readonly", "-o", ",".join(VG_FIELDS), self._vg_name]
+        result = self._executor.run(argv, readonly=True)
+        return parse_vgs_report(result.stdout, self._vg_name)
+
+    def vg_exists(self) -> bool:
+        """True if LVM knows the VG; other failures propagate."""
+        try:
+            self.vg_info()
+        except LVMVolumeGroupNotFoundError:
+            return False
+        return True
+
+    def supports_thin(self) -> bool:
+        """True if this LVM build offers thin pools and thin volumes."""
+        result = self._executor.run(["lvm", "segtypes"], readonly=True)
+        segtypes = {line.strip() for line in result.stdout.splitlines()}
+        return {"thin-pool", "thin"} <= segtypes
+
+    def lvm_version(self) -> tuple[int, int, int]:
+        """LVM's own version, e.g. (2, 3, 16), from ``lvm version``."""
+        result = self._executor.run(["lvm", "version"], readonly=True)
+        match = re.search(r"LVM version:\s*(\d+)\.(\d+)\.(\d+)", result.stdout)
+        if not match:
+            raise LVMOutputError(
+                f"cannot find the LVM version in {result.stdout.strip()[:80]!r}")
+        return (int(match[1]), int(match[2]), int(match[3]))
+
+    # -- writes (each one LVM process) -----------------------------------------
+
+    def create_thin_pool(self, name: str, size_bytes: int, *,
+                         metadata_size_bytes: int | None = None) -> None:
+        """Create a thin pool of ``size_bytes`` of data (plus LVM's metadata).
+
+        Takes VG extents for data, metadata and (for the VG's first pool) a
+        metadata spare. Not idempotent: an existing name raises AlreadyExists.
+        """
+        argv = ["lvcreate", "--type", "thin-pool", "--size", size_argument(size_bytes)]
+        if metadata_size_bytes is not None:
+            argv += ["--poolmetadatasize", size_argument(metadata_size_bytes)]
+        argv += ["--name", validate_lv_name(name), "--yes", self._vg_name]
+        self._write(argv)
+
+    def create_thin_volume(self, name: str, size_bytes: int, *, pool: str,
+                           tags: tuple[str, ...] | list[str] = ()) -> None:
+        """Create a thin volume of virtual ``size_bytes`` in ``pool`` (active).
+
+        LVM allows the pool to be over-provisioned; admission is the caller's.
+        """
+        argv = ["lvcreate", "--type", "thin", "--virtualsize", size_argument(size_bytes),
+                "--thinpool", validate_lv_name(pool), "--name", validate_lv_name(name),
+                *_tag_args(tags), "--yes", self._vg_name]
+        self._write(argv)
+
+    def create_thick_volume(self, name: str, size_bytes: int, *,
+                            tags: tuple[str, ...] | list[str] = ()) -> None:
+        """Create a linear LV from the VG's free extents (active)."""
+        argv = ["lvcreate", "--type", "linear", "--size", size_argument(size_bytes),
+                "--name", validate_lv_name(name), *_tag_args(tags), "--yes",
+                self._vg_name]
+        self._write(argv)
+
+    def create_thin_snapshot(self, name: str, origin: str, *,
+                             tags: tuple[str, ...] | list[str] = (),
+                             activate: bool = False) -> None:
+        """Snapshot thin volume ``origin`` as thin volume ``name`` (no data copied).
+
+        ``activate=False``: flagged skip-activation and left inactive (a
+        snapshot). ``activate=True``: the flag is cleared and the LV activated
+        in the same lvcreate (a volume created from a snapshot, or a clone).
+        """
+        argv = ["lvcreate", "--snapshot", "--setactivationskip", "n" if activate else "y"]
+        if activate:
+            argv += ["--activate", "y"]
+        argv += ["--name", validate_lv_name(name), *_tag_args(tags), "--yes",
+                 self._lv_path(origin)]
+        self._write(argv)
+
+    def extend(self, name: str, new_size_bytes: int) -> None:
+        """Grow LV ``name`` to ``new_size_bytes`` (rounded up to extents).
+
+        Idempotent: when the LV already has that size it succeeds silently.
+        A smaller size fails (LVM never shrinks here).
+        """
+        argv = ["lvextend", "--size", size_argument(new_size_bytes), self._lv_path(name)]
+        try:
+            self._write(argv)
+        except LVMCommandError as exc:
+            if "matches existing size" in exc.stderr:
+                return
+            raise
+
+    def delete(self, name: str) -> None:
+        """Remove LV ``name`` without prompting (``lvremove --force``).
+
+        Careful: removing a thin pool removes all its thin volumes too. A
+        missing LV raises LVMNotFoundError (the caller decides idempotency).
+        """
+        self._write(["lvremove", "--force", self._lv_path(name)])
+
+    def rename(self, old: str, new: str) -> None:
+        """Rename LV ``old`` to ``new`` (AlreadyExists if ``new`` is taken)."""
+        self._write(["lvrename", self._vg_name, validate_lv_name(old),
+                     validate_lv_name(new)])
+
+    def activate(self, name: str) -> None:
+        """Activate LV ``name`` even if flagged skip-activation (``-ay -K``).
+
+        Idempotent: activating an active LV succeeds.
+        """
+        self._write(["lvchange", "--activate", "y", "--ignoreactivationskip",
+                     self._lv_path(name)])
+
+    def add_tags(self, name: str, tags: tuple[str, ...] | list[str]) -> None:
+        """Add tags to LV ``name`` (tags already present are kept once)."""
+        args = _tag_args(tags)
+        if args:
+            self._write(["lvchange", *args, self._lv_path(name)])
+
+    def remove_tags(self, name: str, tags: tuple[str, ...] | list[str]) -> None:
+        """Remove tags from LV ``name`` (absent tags are ignored by LVM)."""
+        args: list[str] = []
+        for tag in _tags(tags):
+            args += ["--deltag", tag]
+        if args:
+            self._write(["lvchange", *args, self._lv_path(name)])
+
+
+def _tags(tags: tuple[str, ...] | list[str]) -> list[str]:
+    if isinstance(tags, str):
+        raise InvalidInput("tags must be a sequence of tags, not one string")
+    return [validate_tag(tag) for tag in tags]
+
+
+def _tag_args(tags: tuple[str, ...] | list[str]) -> list[str]:
+    args: list[str] = []
+    for tag in _tags(tags):
+        args += ["--addtag", tag]
+    return args
+
