@@ -1,1 +1,15 @@
-"""LVM thin-pool driver: a reference driver built on driver_kit's public API."""
+"""lvm_driver: the reference driver of driver_kit, on LVM thin pools.
+
+``ThinLVMDriver`` reports one pool per thin pool (plus, optionally, a thick
+pool of the VG's free extents) from one ``lvs`` per refresh, and enforces the
+over-subscription ratio on every create. ``LVMSimulator`` emulates the LVM
+commands it issues and is the embedded default backend.
+"""
+
+from lvm_driver.driver import LVM_OPTS, ThinLVMDriver, list_opts
+from lvm_driver.executor import CommandResult, LVMExecutor
+from lvm_driver.lvm import VolumeGroup, validate_lv_name, validate_vg_name
+from lvm_driver.simulator import LVMSimulator
+
+__all__ = ["CommandResult", "LVMExecutor", "LVMSimulator", "LVM_OPTS", "ThinLVMDriver",
+           "VolumeGroup", "list_opts", "validate_lv_name", "validate_vg_name"]
