@@ -141,7 +141,7 @@ def _racer(overrides, index, queue):
 
 def test_processes_racing_near_the_cap(lab):
     lab.lvm("lvcreate", "-T", "-V", "1g", "-n", "base", f"{lab.vg_name}/pool")
-    ctx = multiprocessing.get_context("spawn")
+    ctx = multiprocessing.get_context("fork")
     queue = ctx.Queue()
     procs = [ctx.Process(target=_racer, args=(lab.overrides(), i, queue)) for i in range(4)]
     for p in procs:

@@ -183,7 +183,7 @@ def _worker(lock_path, path, index, queue):
 def test_processes_never_admit_past_the_cap(tmp_path):
     path = str(tmp_path / "volumes")
     (tmp_path / "volumes").write_text("base 15\n")
-    ctx = multiprocessing.get_context("spawn")
+    ctx = multiprocessing.get_context("fork")
     queue = ctx.Queue()
     procs = [ctx.Process(target=_worker, args=(str(tmp_path / "locks"), path, i, queue))
              for i in range(4)]
