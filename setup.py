@@ -24,7 +24,10 @@ setup(
             "pytest>=7.0,<10",
             "testtools>=2.5,<3",
             "hypothesis>=6.0,<7",
+            "prometheus-client>=0.17,<1",
         ],
+        "cinder": ["cinder>=25"],
+        "exporter": ["prometheus-client>=0.17,<1"],
     },
     entry_points={
         "console_scripts": ["driver-kit = driver_kit.cli:main"],
@@ -32,6 +35,7 @@ setup(
             "driver_kit = driver_kit.config:list_opts",
             "lvm_driver = lvm_driver.driver:list_opts",
         ],
+        "pytest11": ["driver_kit = driver_kit.compliance.pytest_plugin"],
     },
     classifiers=[
         "Programming Language :: Python :: 3.11",

@@ -14,6 +14,7 @@ import logging
 import os
 import sys
 import tempfile
+import time
 import traceback
 from typing import Any, Callable, Sequence
 
@@ -159,6 +160,37 @@ def _cmd_snapshot(driver: VolumeDriver, args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_placement(driver: VolumeDriver, args: argparse.Namespace) -> int:
+    from driver_kit.placement import resource_providers
+    stats = driver.get_volume_stats(refresh=True)
+    print(json.dumps(resource_providers(stats), indent=2, sort_keys=True))
+    return 0
+
+
+def _cmd_exporter(driver: VolumeDriver, args: argparse.Namespace) -> int:
+    try:
+        from driver_kit.exporter import serve
+    except ImportError as exc:
+        print(f"error: the exporter needs prometheus-client ({exc}): "
+              f"pip install 'driver-kit[exporter]'", file=sys.stderr)
+        return EXIT_ERROR
+    try:
+        server = serve(driver, port=args.port, addr=args.addr,
+                       min_refresh_interval_s=args.interval)
+    except OSError as exc:
+        print(f"error: cannot listen on {args.addr}:{args.port}: {exc}", file=sys.stderr)
+        return EXIT_ERROR
+    print(f"serving {server.url} (Ctrl-C stops)", flush=True)
+    try:
+        while True:
+            time.sleep(3600)
+    except KeyboardInterrupt:
+        pass
+    finally:
+        server.close()
+    return 0
+
+
 def _size(text: str) -> int:
     try:
         return int(text)
@@ -195,6 +227,14 @@ def _parser() -> argparse.ArgumentParser:
     p = sub.add_parser("snapshot", help="snapshot a volume")
     p.add_argument("name")
     p.add_argument("volume")
+    sub.add_parser("placement", help="each pool as a Placement DISK_GB inventory "
+                   "with usage (JSON)")
+    p = sub.add_parser("exporter", help="serve the pools as Prometheus metrics")
+    p.add_argument("--port", type=int, required=True, help="TCP port (0: any free port)")
+    p.add_argument("--addr", default="127.0.0.1",
+                   help="address to bind (default: 127.0.0.1, loopback only)")
+    p.add_argument("--interval", type=float, default=0.0, metavar="SECONDS",
+                   help="read the backend at most once per SECONDS (default: every scrape)")
     sub.add_parser("check", help="run the compliance harness (see driver-kit check --help)",
                    add_help=False)
     return parser
@@ -203,6 +243,7 @@ def _parser() -> argparse.ArgumentParser:
 COMMANDS: dict[str, Callable[[VolumeDriver, argparse.Namespace], int]] = {
     "stats": _cmd_stats, "pools": _cmd_pools, "create": _cmd_create,
     "extend": _cmd_extend, "delete": _cmd_delete, "snapshot": _cmd_snapshot,
+    "placement": _cmd_placement, "exporter": _cmd_exporter,
 }
 
 

@@ -14,7 +14,13 @@ python="${PYTHON:-python3}"
 
 [ -x .venv/bin/python ] || "$python" -m venv .venv
 .venv/bin/python -m pip install -q --upgrade pip
-.venv/bin/python -m pip install -q -e '.[test]'
+.venv/bin/python -m pip install -q -e '.[test,cinder]'
+# tests/ecosystem/test_devstack.py lints the DevStack plugin with ShellCheck
+if ! command -v shellcheck >/dev/null && [ "$(id -u)" = 0 ]; then
+    apt-get install -y -q shellcheck >/dev/null 2>&1 \
+        || { apt-get update -q >/dev/null && apt-get install -y -q shellcheck >/dev/null; } \
+        || echo "run-tests: could not install shellcheck" >&2
+fi
 mkdir -p test-results
 
 status=0

@@ -1,0 +1,104 @@
+#!/bin/bash
+# shellcheck disable=SC2032 # sudo is a stub function here: it may call stub functions
+# Run the DevStack plugin's phases with DevStack's functions and the system's
+# LVM commands stubbed: every call is recorded in WORKDIR/calls.log, the
+# volume group lives as marker files in WORKDIR/lvm, and iniset/iniget edit
+# WORKDIR/etc/cinder/cinder.conf for real.
+#
+#   devstack_harness.sh WORKDIR "stack install" "stack post-config" ... "clean"
+#
+# Like stack.sh, it runs with errexit, sources devstack/settings once and
+# devstack/plugin.sh once per phase.
+set -o errexit -o nounset -o pipefail
+
+WORKDIR=$1
+shift
+HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+PLUGIN=$(cd "$HERE/../../devstack" && pwd)
+PYTHON=${PYTHON:-python3}
+CALLS=$WORKDIR/calls.log
+LVM=$WORKDIR/lvm
+mkdir -p "$WORKDIR/data" "$WORKDIR/etc/cinder" "$LVM"
+touch "$CALLS"
+
+# What DevStack defines before it sources a plugin
+# shellcheck disable=SC2034 # read by the sourced plugin
+DATA_DIR=$WORKDIR/data
+CINDER_CONF=$WORKDIR/etc/cinder/cinder.conf
+REGION_NAME=RegionOne
+ENABLED_SERVICES=${ENABLED_SERVICES:-key,c-api,c-sch,c-vol}
+
+record() { printf '%s\n' "$*" >>"$CALLS"; }
+
+# DevStack's functions
+define_plugin() { record "define_plugin $*"; }
+echo_summary() { record "echo_summary $*"; }
+setup_develop() { record "setup_develop $*"; }
+is_service_enabled() {
+    local service
+    for service in "$@"; do
+        [[ ",$ENABLED_SERVICES," == *",$service,"* ]] && return 0
+    done
+    return 1
+}
+_ini() {
+    "$PYTHON" - "$@" <<'PY'
+import configparser, sys
+action, path, section, option = sys.argv[1:5]
+ini = configparser.RawConfigParser(strict=False)
+ini.optionxform = str
+ini.read(path)
+if action == "get":
+    print(ini.get(section, option, fallback=""))
+else:
+    if section != "DEFAULT" and not ini.has_section(section):
+        ini.add_section(section)
+    ini.set(section, option, sys.argv[5])
+    with open(path, "w") as out:
+        ini.write(out)
+PY
+}
+iniset() { record "iniset $*"; _ini set "$@"; }
+iniget() { _ini get "$@"; }
+
+# The system's commands the plugin runs
+sudo() { record "sudo $*"; "$@"; }
+truncate() { record "truncate $*"; : >"${*: -1}"; }
+vgs() { [[ -e "$LVM/vg.${1%% *}" ]]; }
+lvs() { [[ -e "$LVM/lv.${1//\//.}" ]]; }
+vgcreate() { touch "$LVM/vg.$1"; }
+vgremove() { rm -f "$LVM/vg.${*: -1}"; }
+lvremove() { rm -f "$LVM"/lv."${*: -1}".*; }
+lvcreate() {
+    local name="" arg
+    while (($#)); do
+        arg=$1
+        shift
+        if [[ $arg == -n ]]; then name=$1; shift; fi
+    done
+    touch "$LVM/lv.$arg.$name"
+}
+losetup() {
+    case $1 in
+        --associated) cat "$LVM/loop" 2>/dev/null || true ;;
+        --find) echo /dev/loop7 >"$LVM/loop"; echo /dev/loop7 ;;
+        --detach) rm -f "$LVM/loop" ;;
+        *) echo "unexpected losetup $*" >&2; return 1 ;;
+    esac
+}
+openstack() {
+    record "openstack $*"
+    if [[ "$*" == *"volume type show"* ]]; then
+        [[ -e "$WORKDIR/volume-type" ]]
+    else
+        touch "$WORKDIR/volume-type"
+    fi
+}
+
+# shellcheck source=devstack/settings
+source "$PLUGIN/settings"
+for phase in "$@"; do
+    # shellcheck source=devstack/plugin.sh
+    # shellcheck disable=SC2086 # "stack install" is two arguments, as DevStack passes them
+    source "$PLUGIN/plugin.sh" $phase
+done
