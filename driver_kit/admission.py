@@ -36,30 +36,41 @@ class _PoolState:
     waiting: int = 0
     external: Any = None
     facts: Any = None
+    reader: Any = None
     claims: dict[str, float] = field(default_factory=dict)
     shared_uses: int = 0
 
 
+# One state per lock file for the whole process: fcntl locks belong to the
+# process, so two gates (two driver instances) on the same lock file must
+# also exclude each other through the same thread lock.
+_STATES: dict[str, _PoolState] = {}
+_STATES_LOCK = threading.Lock()
+
+
 class AdmissionGate:
-    """Serialises admissions per pool across threads and processes."""
+    """Serialises admissions per backend across threads, instances and processes."""
 
     def __init__(self, lock_path: str, *, prefix: str = "driver_kit-") -> None:
         self._lock_path = lock_path
         self._prefix = prefix
-        self._pools: dict[str, _PoolState] = {}
-        self._pools_lock = threading.Lock()
-
-    def _state(self, key: str) -> _PoolState:
-        with self._pools_lock:
-            return self._pools.setdefault(key, _PoolState())
 
     def lock_file(self, key: str) -> str:
         """Where the external lock of ``key`` lives (for operators and tests)."""
         return os.path.join(self._lock_path, f"{self._prefix}{key}")
 
+    def _state(self, key: str) -> _PoolState:
+        with _STATES_LOCK:
+            return _STATES.setdefault(os.path.abspath(self.lock_file(key)), _PoolState())
+
     @contextlib.contextmanager
-    def hold(self, key: str, read_facts: Callable[[], Any]) -> Iterator["_Session"]:
-        """Hold the pool lock; yield a session with fresh facts and the claims since."""
+    def hold(self, key: str, read_facts: Callable[[], Any], *,
+             owner: Any = None) -> Iterator["_Session"]:
+        """Hold the lock of ``key``; yield a session with fresh facts and the claims since.
+
+        Facts are shared only with later requests of the same ``owner`` (one
+        driver instance); another owner reads anew while the lock stays held.
+        """
         state = self._state(key)
         with state.meta:
             state.waiting += 1
@@ -67,22 +78,22 @@ class AdmissionGate:
         try:
             with state.meta:
                 state.waiting -= 1
-            if state.external is None or state.facts is None \
-                    or state.shared_uses >= MAX_SHARED_READS:
+            if state.external is None or state.shared_uses >= MAX_SHARED_READS:
                 self._release_external(state)
                 os.makedirs(self._lock_path, exist_ok=True)
                 lock = lockutils.external_lock(key, lock_file_prefix=self._prefix,
                                                lock_path=self._lock_path)
                 lock.acquire()
                 state.external = lock
-                state.facts = None
+            if state.facts is None or state.reader is not owner:
+                # under a lock held all along, a fresh read already shows every claim
+                state.facts, state.reader, state.claims = None, None, {}
                 try:
                     state.facts = read_facts()
                 except BaseException:
                     self._release_external(state)
                     raise
-                state.claims = {}
-                state.shared_uses = 0
+                state.reader = owner
             state.shared_uses += 1
             session = _Session(state.facts, state.claims)
             try:
@@ -106,6 +117,7 @@ class AdmissionGate:
                 LOG.exception("could not release admission lock")
             state.external = None
         state.facts = None
+        state.reader = None
         state.claims = {}
         state.shared_uses = 0
 

@@ -293,8 +293,8 @@ class VolumeDriver(abc.ABC):
                  size_gb: int, action: Callable[[PoolFacts, bool], None]) -> None:
         """Admit ``size_gb`` on the chosen pool under its lock, then run ``action``."""
         wanted = provisioning_type(extra_specs)
-        with self._gate.hold(self.configuration.backend, self._read_pools_or_raise) \
-                as session:
+        with self._gate.hold(self.configuration.backend, self._read_pools_or_raise,
+                             owner=self) as session:
             pool = self._choose_pool(session.facts, pool_key, wanted)
             thin = pool.thin_provisioning_support if wanted is None else wanted == "thin"
             if thin and not pool.thin_provisioning_support or \

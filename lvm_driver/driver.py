@@ -24,13 +24,15 @@ from oslo_config import cfg
 from driver_kit import (AlreadyExists, BackendConfig, GiB, InvalidInput, NotFound,
                         PoolFacts, SetupError, SnapshotNotFound, VolumeDriver, VolumeInfo,
                         VolumeNotFound)
+from driver_kit.compliance import ComplianceHooks
 from lvm_driver.executor import LVMCommandError, LVMExecutor
 from lvm_driver.lvm import (LogicalVolume, VGReport, VolumeGroup, validate_lv_name,
                             validate_vg_name)
 
 LOG = logging.getLogger(__name__)
 
-__all__ = ["ThinLVMDriver", "LVM_OPTS", "list_opts", "VOLUME_TAG", "SNAPSHOT_TAG"]
+__all__ = ["ThinLVMDriver", "LVM_OPTS", "list_opts", "VOLUME_TAG", "SNAPSHOT_TAG",
+           "COMPLIANCE_HOOKS"]
 
 #: tag on every volume the driver creates (tells clones from snapshots)
 VOLUME_TAG = "driver_kit_volume"
@@ -299,3 +301,25 @@ class ThinLVMDriver(VolumeDriver):
         """The LV name of a volume id, through ``volume_name_template``."""
         return validate_lv_name(self.configuration.get("volume_name_template",
                                                        "volume-%s") % volume_id)
+
+
+# ------------------------------------------------------------ compliance hooks
+
+def _out_of_band(driver: ThinLVMDriver, name: str, size_gb: int) -> None:
+    """An operator's plain lvcreate in the driver's thin pool (no driver tag)."""
+    driver.vg.create_thin_volume(name, size_gb * GiB, pool=driver.pool_name)
+
+
+def _break(driver: ThinLVMDriver) -> None:
+    """Point the driver at a volume group that does not exist."""
+    driver._healthy_vg = driver.vg  # type: ignore[attr-defined]
+    driver.vg = VolumeGroup("dk-vg-gone", executor=driver.executor)
+
+
+def _repair(driver: ThinLVMDriver) -> None:
+    driver.vg = driver._healthy_vg  # type: ignore[attr-defined]
+
+
+#: what ``driver-kit check`` uses to test out-of-band counting and failing closed
+COMPLIANCE_HOOKS = ComplianceHooks(create_out_of_band=_out_of_band, break_backend=_break,
+                                   repair_backend=_repair)

@@ -9,9 +9,12 @@ room, what a name means) belongs to the driver on top, not here.
 
 from __future__ import annotations
 
+import contextlib
+import gc
 import json
 import math
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any, Final
 
@@ -535,7 +538,27 @@ def parse_lvs_report(text: str, vg_name: str, *,
     (and required). Raises LVMOutputError, naming what is wrong, on malformed
     JSON, missing fields, non-numeric sizes or rows of another VG.
     """
-    return _report_from_rows(_load_rows(text, "lv"), vg_name, vg_info)
+    with _gc_paused():
+        return _report_from_rows(_load_rows(text, "lv"), vg_name, vg_info)
+
+
+@contextlib.contextmanager
+def _gc_paused() -> Iterator[None]:
+    """Pause the cyclic garbage collector while a report is parsed.
+
+    A report of 100,000 LVs makes a few hundred thousand containers that all
+    stay alive and form no cycles; the collector would traverse them again
+    and again for nothing (about a third of the parse, measured by
+    tests/benchmarks). It is re-enabled on the way out, whatever happens.
+    """
+    if not gc.isenabled():
+        yield
+        return
+    gc.disable()
+    try:
+        yield
+    finally:
+        gc.enable()
 
 
 def _report_from_rows(rows: list[dict[str, Any]], vg_name: str,
@@ -612,9 +635,11 @@ class VolumeGroup:
         A missing VG raises ``LVMVolumeGroupNotFoundError`` (a NotFound).
         """
         result = self._executor.run(self.report_argv(), readonly=True)
-        rows = _load_rows(result.stdout, "lv")
-        vg_info = None if rows else self.vg_info()
-        return _report_from_rows(rows, self._vg_name, vg_info)
+        with _gc_paused():
+            rows = _load_rows(result.stdout, "lv")
+            if rows:
+                return _report_from_rows(rows, self._vg_name, None)
+        return _report_from_rows(rows, self._vg_name, self.vg_info())
 
     def vg_info(self) -> VGInfo:
         """The VG's size, free space and extent size from ``vgs`` (setup checks)."""

@@ -36,7 +36,7 @@ elif [ "$(id -u)" != 0 ]; then
     echo "run-tests: REAL-LVM LANE NOT RUN: needs root (it installs qemu and boots a VM)" >&2
 else
     bash tests/realvm/install_deps.sh .venv/bin/python
-    bash tests/realvm/run_in_vm.sh -- .venv/bin/python -m pytest tests/functional \
+    bash tests/realvm/run_in_vm.sh -- .venv/bin/python -m pytest tests/functional tests/compliance \
         -m realvm -p no:cacheprovider --junitxml=test-results/realvm.xml -v
 fi
 echo "run-tests: all lanes passed"

@@ -198,3 +198,31 @@ def test_processes_never_admit_past_the_cap(tmp_path):
     assert total == 20
     assert os.listdir(tmp_path / "locks")  # lock file is there, and free again:
     assert make(tmp_path).create_volume("after", 1)
+
+
+def test_two_instances_in_one_process_exclude_each_other(tmp_path):
+    """fcntl locks are per process: instances must share the in-process lock too."""
+    first, second = make(tmp_path), make(tmp_path)
+    second.volumes = first.volumes  # one backend seen by two driver instances
+    entered, release = threading.Event(), threading.Event()
+    original = first.backend_create_volume
+
+    def slow_create(name, size_gb, *, pool_name, thin):
+        entered.set()
+        release.wait(5)
+        original(name, size_gb, pool_name=pool_name, thin=thin)
+
+    first.backend_create_volume = slow_create
+    racer = threading.Thread(target=first.create_volume, args=("a", 150))
+    racer.start()
+    entered.wait(5)
+    outcome = []
+    blocked = threading.Thread(target=lambda: outcome.append(
+        pytest.raises(CapacityExceeded, second.create_volume, "b", 100)))
+    blocked.start()
+    blocked.join(0.5)
+    assert blocked.is_alive()  # waiting for the first instance's admission
+    release.set()
+    racer.join(5)
+    blocked.join(5)
+    assert outcome and sorted(first.volumes) == ["a"]

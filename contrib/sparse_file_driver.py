@@ -1,0 +1,169 @@
+"""A sparse-file pool: the template a vendor copies to write a driver_kit driver.
+
+Volumes are sparse files ``<sparse_pool_dir>/<name>.img``, snapshots sparse copies
+in ``<sparse_pool_dir>/.snapshots/``. Thin only: the apparent size of a file is
+the volume's virtual size; only written blocks take space.
+
+A driver writes two things. ``backend_read_pools`` returns *facts* in integer
+bytes read from the backend itself, every time: total and free from the file
+system, provisioned = the apparent sizes of *every* ``*.img`` (also files someone
+else put there), snapshots apart. And create / delete / extend / find (snapshots
+optional), raising the kit's errors. The kit does the rest: a compliant report
+(the pool down when the facts cannot be read), validated names and sizes, and
+admission of every create, extend and snapshot under a per-pool lock.
+
+Certify it with ``driver-kit check --config-file pool.conf`` (a backend section
+with ``volume_driver = contrib.sparse_file_driver:SparseFileDriver`` and
+``sparse_pool_dir``); ``COMPLIANCE_HOOKS`` at the end is found on its own. A
+production driver would also export its volumes (iSCSI, NBD); this one only stores.
+"""
+
+from __future__ import annotations
+
+import os
+
+import psutil
+from oslo_config import cfg
+
+from driver_kit import (AlreadyExists, BackendError, BackendUnavailable, ConfigError, GiB,
+                        InvalidName, PoolFacts, SnapshotNotFound, VolumeDriver, VolumeInfo,
+                        VolumeNotFound)
+from driver_kit.compliance import ComplianceHooks
+
+POOL = "sparse"
+
+
+class SparseFileDriver(VolumeDriver):
+    """One thin pool of sparse files in a directory."""
+
+    VENDOR_NAME = "driver_kit contrib"
+    DRIVER_VERSION = "1.0.0"
+    STORAGE_PROTOCOL = "file"
+    OPTIONS = (cfg.StrOpt("sparse_pool_dir",
+                          help="Directory holding the volumes (*.img sparse files)."),)
+
+    @property
+    def pool_dir(self) -> str:
+        path = self.configuration.get("sparse_pool_dir")
+        if not path:
+            raise ConfigError(f"[{self.configuration.backend}] sparse_pool_dir is required")
+        return path
+
+    def path(self, name: str, *, snapshot: bool = False) -> str:
+        """Where volume (or snapshot) ``name`` lives."""
+        return os.path.join(self.pool_dir, ".snapshots" if snapshot else "", name + ".img")
+
+    def do_setup(self) -> None:
+        os.makedirs(os.path.join(self.pool_dir, ".snapshots"), exist_ok=True)
+
+    def check_for_setup_error(self) -> None:
+        if not os.access(self.pool_dir, os.W_OK):
+            raise BackendUnavailable(f"{self.pool_dir} is not a writable directory")
+
+    def validate_name(self, name: object) -> str:
+        name = super().validate_name(name)
+        if name.startswith("."):  # hidden names are the driver's own (.snapshots)
+            raise InvalidName(f"invalid volume name {name!r}: it may not start with '.'")
+        return name
+
+    # ------------------------------------------------------------------ facts
+    def backend_read_pools(self) -> list[PoolFacts]:
+        try:
+            usage = psutil.disk_usage(self.pool_dir)
+            volumes = _images(self.pool_dir)
+            snapshots = _images(os.path.join(self.pool_dir, ".snapshots"))
+        except OSError as exc:
+            raise BackendUnavailable(f"cannot read {self.pool_dir}: {exc}") from exc
+        return [PoolFacts(
+            pool_name=POOL, total_bytes=usage.total, free_bytes=usage.free,
+            provisioned_bytes=sum(s.st_size for s in volumes),
+            snapshot_bytes=sum(s.st_size for s in snapshots),
+            used_bytes=sum(s.st_blocks * 512 for s in volumes + snapshots),
+            thin_provisioning_support=True, thick_provisioning_support=False,
+            total_volumes=len(volumes), location_info=f"sparse_file:{self.pool_dir}")]
+
+    def _find(self, name: str, snapshot: bool) -> VolumeInfo | None:
+        try:
+            size = os.stat(self.path(name, snapshot=snapshot)).st_size
+        except FileNotFoundError:
+            return None
+        return VolumeInfo(name=name, size_gb=-(-size // GiB), pool_name=POOL, thin=True)
+
+    def backend_find_volume(self, name: str) -> VolumeInfo | None:
+        return self._find(name, snapshot=False)
+
+    def backend_find_snapshot(self, name: str) -> VolumeInfo | None:
+        return self._find(name, snapshot=True)
+
+    # ------------------------------------------------------------ operations
+    def backend_create_volume(self, name: str, size_gb: int, *, pool_name: str,
+                              thin: bool) -> None:
+        path = self.path(name)
+        try:
+            with open(path, "xb"):
+                pass
+        except FileExistsError:
+            raise AlreadyExists(f"volume {name!r} already exists") from None
+        try:
+            os.truncate(path, size_gb * GiB)
+        except OSError as exc:
+            os.remove(path)  # a failed create leaves nothing behind
+            raise BackendError(f"cannot create volume {name}: {exc}") from exc
+
+    def backend_delete_volume(self, name: str) -> None:
+        try:
+            os.remove(self.path(name))
+        except FileNotFoundError:
+            raise VolumeNotFound(f"no volume {name!r}") from None
+
+    def backend_extend_volume(self, name: str, new_size_gb: int) -> None:
+        try:
+            os.truncate(self.path(name), new_size_gb * GiB)
+        except OSError as exc:
+            raise BackendError(f"cannot extend volume {name}: {exc}") from exc
+
+    def backend_create_snapshot(self, name: str, volume: VolumeInfo) -> None:
+        try:
+            _sparse_copy(self.path(volume.name), self.path(name, snapshot=True))
+        except OSError as exc:
+            raise BackendError(f"cannot snapshot volume {volume.name}: {exc}") from exc
+
+    def backend_delete_snapshot(self, name: str) -> None:
+        try:
+            os.remove(self.path(name, snapshot=True))
+        except FileNotFoundError:
+            raise SnapshotNotFound(f"no snapshot {name!r}") from None
+
+
+def _images(directory: str) -> list[os.stat_result]:
+    with os.scandir(directory) as entries:
+        return [e.stat() for e in entries if e.is_file() and e.name.endswith(".img")]
+
+
+def _sparse_copy(source: str, target: str) -> None:
+    """Copy only the data extents of ``source``: its holes stay holes in ``target``."""
+    with open(source, "rb") as src, open(target, "xb") as dst:
+        dst.truncate(os.fstat(src.fileno()).st_size)
+        offset = 0
+        while True:
+            try:
+                offset = os.lseek(src.fileno(), offset, os.SEEK_DATA)
+            except OSError:  # ENXIO: nothing but a hole up to the end
+                return
+            end = os.lseek(src.fileno(), offset, os.SEEK_HOLE)
+            while offset < end:
+                offset += os.copy_file_range(src.fileno(), dst.fileno(), end - offset,
+                                             offset, offset) or end - offset
+
+
+# Hooks for driver_kit.compliance: a volume someone else put in the directory, and a
+# directory that went away (and came back).
+def _create_out_of_band(driver: SparseFileDriver, name: str, size_gb: int) -> None:
+    with open(driver.path(name), "xb") as image:
+        image.truncate(size_gb * GiB)
+
+
+COMPLIANCE_HOOKS = ComplianceHooks(
+    create_out_of_band=_create_out_of_band,
+    break_backend=lambda driver: os.rename(driver.pool_dir, driver.pool_dir + ".unplugged"),
+    repair_backend=lambda driver: os.rename(driver.pool_dir + ".unplugged", driver.pool_dir))

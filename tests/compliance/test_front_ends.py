@@ -1,0 +1,213 @@
+"""The three ways to run the harness: driver-kit check, the pytest plugin, testtools."""
+
+import json
+import os
+import subprocess
+import sys
+import unittest
+import xml.etree.ElementTree as ET
+from importlib import metadata
+from pathlib import Path
+
+import testtools
+
+from driver_kit import load_backend_config
+from driver_kit.compliance import CATALOGUE, DriverSpec
+from driver_kit.compliance.cli import main_check
+from driver_kit.compliance.testing import ComplianceTestCase
+from tests.compliance.drivers import (AlwaysRefreshes, DeleteMissingRaises, SnapMemoryDriver,
+                                      sparse_config)
+
+ROOT = Path(__file__).resolve().parents[2]
+SPARSE = "contrib.sparse_file_driver:SparseFileDriver"
+IDS = ["driver.setup"] + [c.id for c in CATALOGUE]
+
+
+def memory_config(tmp_path):
+    path = tmp_path / "mem.conf"
+    path.write_text(f"[DEFAULT]\nenabled_backends = mem\n\n[mem]\nlock_path = {tmp_path}/locks\n"
+                    f"max_over_subscription_ratio = 2.0\n")
+    return str(path)
+
+
+# ------------------------------------------------------------------ driver-kit check
+
+def test_check_command_writes_table_json_and_junit(tmp_path, capsys):
+    out_json, out_xml = tmp_path / "r.json", tmp_path / "r.xml"
+    code = main_check(["--driver", SPARSE, "--config-file", sparse_config(tmp_path),
+                       "--json", str(out_json), "--junit", str(out_xml), "--timeout", "30"])
+    table = capsys.readouterr().out
+    assert code == 0, table
+    assert table.splitlines()[0].split() == ["CHECK", "RESULT", "REASON"]
+    assert "admission.parallel-processes" in table and "exit code 0" in table
+
+    doc = json.loads(out_json.read_text())
+    assert [r["id"] for r in doc["results"]] == IDS
+    assert {r["status"] for r in doc["results"]} == {"passed"}
+    assert doc["exit_code"] == 0 and doc["summary"]["passed"] == len(IDS)
+    assert doc["profile"]["thin_provisioning"] is True
+    assert doc["profile"]["ratio_enforced"] == {"create": True, "extend": True}
+    assert doc["profile"]["out_of_band_counted"] is True
+    assert doc["profile"]["snapshots_apart"] is True
+
+    suite = ET.parse(out_xml).getroot().find("testsuite")
+    assert suite.get("tests") == str(len(IDS)) and suite.get("failures") == "0"
+    assert [case.get("name") for case in suite.iter("testcase")] == IDS
+
+
+def test_check_command_fails_on_a_must_check(tmp_path, capsys):
+    out_json, out_xml = tmp_path / "r.json", tmp_path / "r.xml"
+    code = main_check(["--driver", "tests.compliance.drivers:DeleteMissingRaises",
+                       "--config-file", memory_config(tmp_path),
+                       "--hooks", "tests.compliance.drivers:MEMORY_HOOKS",
+                       "--json", str(out_json), "--junit", str(out_xml)])
+    assert code == 1
+    assert "ops.delete-missing" in capsys.readouterr().out
+    doc = json.loads(out_json.read_text())
+    failed = {r["id"]: r["severity"] for r in doc["results"] if r["status"] == "failed"}
+    # a memory pool is not shared between processes: the should-level check sees it
+    assert failed == {"ops.delete-missing": "must", "admission.parallel-processes": "should"}
+    assert doc["profile"]["hooks"]["break_backend"] is True
+    assert doc["profile"]["parallel_safe"] == {"threads": True, "processes": False}
+    failures = {case.get("name"): case.find("failure") for case in ET.parse(out_xml).iter(
+        "testcase") if case.find("failure") is not None}
+    assert {name: f.get("type") for name, f in failures.items()} == failed
+    assert "idempotent" in failures["ops.delete-missing"].get("message")
+
+
+def test_a_failed_should_check_does_not_fail_the_exit_code(tmp_path, capsys):
+    code = main_check(["--driver", "tests.compliance.drivers:AlwaysRefreshes",
+                       "--config-file", memory_config(tmp_path), "--only", "stats.*"])
+    table = capsys.readouterr().out
+    assert code == 0
+    assert "FAIL (should)" in table and "stats.refresh-cached" in table
+    assert "provisioned.create-delete" not in table  # --only patterns select
+
+
+def test_check_command_usage_errors(capsys):
+    assert main_check(["--only", "no.such-check"]) == 2
+    assert "no check matches 'no.such-check'" in capsys.readouterr().err
+    assert main_check(["--timeout", "soon"]) == 2
+
+
+def test_check_command_defaults_to_the_lvm_simulator(capsys):
+    assert main_check(["--only", "stats.*", "provisioned.create-delete"]) == 0
+    assert "lvm_driver.driver.ThinLVMDriver" in capsys.readouterr().out
+
+
+# ------------------------------------------------------------------ pytest plugin
+
+def run_pytest(tmp_path, *args):
+    plugin_installed = any(ep.name == "driver_kit"
+                           for ep in metadata.entry_points(group="pytest11"))
+    load = [] if plugin_installed else ["-p", "driver_kit.compliance.pytest_plugin"]
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(
+        filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])))
+    return subprocess.run([sys.executable, "-m", "pytest", *load, "-p", "no:cacheprovider",
+                           "-rfEsx", *args], cwd=tmp_path, env=env, capture_output=True,
+                          text=True, timeout=120)
+
+
+def test_pytest_plugin_passes_the_sparse_driver(tmp_path):
+    run = run_pytest(tmp_path, "--driver-kit-driver", SPARSE,
+                     "--driver-kit-config", sparse_config(tmp_path),
+                     "--driver-kit-backend", "sparse", "--junitxml", "out.xml")
+    assert run.returncode == 0, run.stdout + run.stderr
+    assert f"{len(IDS)} passed" in run.stdout
+    names = [c.get("name") for c in ET.parse(tmp_path / "out.xml").iter("testcase")]
+    assert names == IDS
+
+
+def test_pytest_plugin_reports_failures_skips_and_errors(tmp_path):
+    run = run_pytest(tmp_path, "--driver-kit-driver", "tests.compliance.drivers:RaisesOnCreate",
+                     "--driver-kit-config", memory_config(tmp_path),
+                     "--driver-kit-hooks", "tests.compliance.drivers:MEMORY_HOOKS",
+                     "-k", "stats or ops")
+    assert run.returncode == 1, run.stdout + run.stderr
+    assert "RuntimeError: array exploded" in run.stdout
+    assert "ERROR at setup of driver-kit check ops.create-existing" in run.stdout
+    assert "ops.create-existing [must] errored" in run.stdout
+    assert "collected 26 items / 10 deselected / 16 selected" in run.stdout  # -k applies
+
+
+def test_pytest_plugin_is_inert_without_a_driver(tmp_path):
+    (tmp_path / "test_x.py").write_text("def test_x():\n    pass\n")
+    run = run_pytest(tmp_path)
+    assert run.returncode == 0 and "1 passed" in run.stdout
+
+
+# ------------------------------------------------------------------ testtools base
+
+class TestMemoryDriverCompliance(ComplianceTestCase):
+    """How a vendor uses the base: a factory and hooks as methods."""
+
+    def setUp(self):
+        super().setUp()
+        self.lock_path = self.useFixture(TempDir()).path
+
+    def make_driver(self):
+        return SnapMemoryDriver(load_backend_config(overrides={
+            "lock_path": self.lock_path, "max_over_subscription_ratio": "2.0"}))
+
+    def create_out_of_band(self, driver, name, size_gb):
+        driver.volumes[name] = size_gb
+
+    def break_backend(self, driver):
+        driver.broken = True
+
+    def repair_backend(self, driver):
+        driver.broken = False
+
+
+class TempDir:
+    """A tiny testtools fixture (the fixtures package is not a dependency)."""
+
+    def setUp(self):
+        import tempfile
+        self._dir = tempfile.TemporaryDirectory()
+        self.path = self._dir.name
+
+    def cleanUp(self):
+        self._dir.cleanup()
+
+    def getDetails(self):
+        return {}
+
+
+class TwoBugs(DeleteMissingRaises, AlwaysRefreshes):
+    """Breaks a must rule (delete) and a should rule (cache)."""
+
+
+class BrokenVendorSuite(ComplianceTestCase):
+    __test__ = False  # run below through unittest, to look at its outcomes
+
+    def make_driver(self):
+        return TwoBugs(load_backend_config(overrides={
+            "lock_path": os.path.join(self.tmp, "locks")}))
+
+    create_out_of_band = TestMemoryDriverCompliance.create_out_of_band
+    break_backend = TestMemoryDriverCompliance.break_backend
+    repair_backend = TestMemoryDriverCompliance.repair_backend
+
+
+def test_testtools_base_maps_verdicts_to_outcomes(tmp_path):
+    BrokenVendorSuite.tmp = str(tmp_path)
+    result = testtools.TestResult()
+    unittest.TestLoader().loadTestsFromTestCase(BrokenVendorSuite).run(result)
+    assert result.testsRun == len(CATALOGUE)
+    assert [t.id().rsplit(".", 1)[1] for t, _ in result.failures] == ["test_ops_delete_missing"]
+    assert result.errors == []
+    assert [t.id().rsplit(".", 1)[1] for t, _ in result.expectedFailures] == [
+        "test_stats_refresh_cached"]
+    assert [t.id().rsplit(".", 1)[1] for t in result.skip_reasons.get(
+        "no importable driver spec (module:Class + config file): child processes cannot "
+        "rebuild the driver", [])] == ["test_admission_parallel_processes"]
+
+
+def test_testtools_base_without_a_factory_skips():
+    class Empty(ComplianceTestCase):
+        __test__ = False
+    result = testtools.TestResult()
+    unittest.TestLoader().loadTestsFromTestCase(Empty).run(result)
+    assert result.testsRun == len(CATALOGUE) and len(result.skip_reasons) == 1
+    assert DriverSpec().describe() == "volume_driver of the config"
