@@ -25,7 +25,7 @@ from driver_kit.config import load_backend_config, make_conf
 from driver_kit.driver import VolumeDriver
 from driver_kit.exceptions import CapacityExceeded, ConfigError, DriverKitError
 
-__all__ = ["main", "load_driver", "DEFAULT_BACKEND", "default_overrides"]
+__all__ = ["main", "import_object", "load_driver", "DEFAULT_BACKEND", "default_overrides"]
 
 EXIT_ERROR, EXIT_USAGE, EXIT_REFUSED = 1, 2, 3
 DEFAULT_BACKEND = "lvm-sim"
@@ -40,20 +40,22 @@ def default_overrides(state_file: str) -> dict[str, Any]:
             "lock_path": os.path.join(os.path.dirname(state_file), "locks")}
 
 
-def _import_object(path: str) -> Any:
+def import_object(path: str, what: str = "driver") -> Any:
+    """The object a ``module:Name`` (or ``module.Name``) path names, or ConfigError."""
     module_name, sep, attr = path.partition(":")
     if not sep:
         module_name, _, attr = path.rpartition(".")
     if not module_name or not attr:
-        raise ConfigError(f"driver path {path!r} must be module.Class or module:Class")
+        raise ConfigError(f"{what} path {path!r} must be module.Name or module:Name")
     try:
         module = importlib.import_module(module_name)
-    except ImportError as exc:
-        raise ConfigError(f"cannot import driver module {module_name!r}: {exc}") from exc
+    except Exception as exc:  # ImportError, SyntaxError, or whatever the module raised
+        raise ConfigError(f"cannot import {module_name!r} for {what} {path!r}: "
+                          f"{type(exc).__name__}: {exc}") from exc
     try:
         return getattr(module, attr)
     except AttributeError:
-        raise ConfigError(f"module {module_name!r} has no {attr!r}") from None
+        raise ConfigError(f"module {module_name!r} has no {attr!r} ({what} {path!r})") from None
 
 
 def load_driver(config_files: Sequence[str] = (), backend: str | None = None, *,
@@ -73,7 +75,7 @@ def load_driver(config_files: Sequence[str] = (), backend: str | None = None, *,
     path = overrides.get("volume_driver")
     if path is None:
         path = load_backend_config(conf, backend).volume_driver
-    cls = _import_object(path)
+    cls = import_object(path)
     if not (isinstance(cls, type) and issubclass(cls, VolumeDriver)):
         raise ConfigError(f"{path!r} is not a driver_kit.VolumeDriver subclass")
     config = load_backend_config(conf, backend, extra_opts=cls.OPTIONS, overrides=overrides)
@@ -278,7 +280,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         if args.command == "demo":
             # named by path, like the default driver, so driver_kit never imports it
-            run_demo = _import_object(DEMO)
+            run_demo = import_object(DEMO, "demo")
             return run_demo(tempfile.mkdtemp(prefix="driver-kit-demo-"))
         return COMMANDS[args.command](_open_driver(args), args)
     except CapacityExceeded as exc:

@@ -10,7 +10,6 @@ afterwards, whatever its verdict.
 
 from __future__ import annotations
 
-import importlib
 import itertools
 import sys
 import threading
@@ -21,7 +20,8 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any, Callable, Literal, Mapping, Sequence
 
-from driver_kit import DriverKitError, VolumeDriver
+from driver_kit import ConfigError, DriverKitError, VolumeDriver
+from driver_kit.cli import import_object
 from driver_kit.compliance.checks import (CATALOGUE, SETUP, Check, CheckContext, CheckError,
                                           CheckFailed, CheckSkipped, ComplianceHooks,
                                           find_checks)
@@ -104,20 +104,10 @@ class LoadError(DriverKitError):
 
 
 def _import_attr(path: str, what: str) -> Any:
-    module_name, sep, attr = path.partition(":")
-    if not sep:
-        module_name, _, attr = path.rpartition(".")
-    if not module_name or not attr:
-        raise LoadError(f"{what} {path!r} must look like module:Name")
     try:
-        module = importlib.import_module(module_name)
-    except Exception as exc:  # ImportError, SyntaxError, or whatever the module raised
-        raise LoadError(f"cannot import {module_name!r} for {what} {path!r}: "
-                        f"{type(exc).__name__}: {exc}") from exc
-    try:
-        return getattr(module, attr)
-    except AttributeError:
-        raise LoadError(f"module {module_name!r} has no {attr!r} ({what} {path!r})") from None
+        return import_object(path, what)
+    except ConfigError as exc:
+        raise LoadError(str(exc)) from exc
 
 
 def load_driver(spec: DriverSpec) -> Callable[[], VolumeDriver]:

@@ -26,7 +26,8 @@ def setup_failure(report):
 
 @pytest.mark.parametrize("spec, expected", [
     (DriverSpec(driver="no_such_vendor.driver:Driver"),
-     "cannot import driver module 'no_such_vendor.driver': No module named"),
+     "cannot import 'no_such_vendor.driver' for driver 'no_such_vendor.driver:Driver': "
+     "ModuleNotFoundError: No module named"),
     (DriverSpec(driver="contrib.sparse_file_driver:NoSuchDriver"),
      "module 'contrib.sparse_file_driver' has no 'NoSuchDriver'"),
     (DriverSpec(driver="collections:OrderedDict"), "not a driver_kit.VolumeDriver subclass"),
