@@ -123,9 +123,14 @@ class SparseFileDriver(VolumeDriver):
             raise BackendError(f"cannot extend volume {name}: {exc}") from exc
 
     def backend_create_snapshot(self, name: str, volume: VolumeInfo) -> None:
+        target = self.path(name, snapshot=True)
         try:
-            _sparse_copy(self.path(volume.name), self.path(name, snapshot=True))
+            _sparse_copy(self.path(volume.name), target)
+        except FileExistsError:
+            raise AlreadyExists(f"snapshot {name!r} already exists") from None
         except OSError as exc:
+            if os.path.exists(target):
+                os.remove(target)  # a failed snapshot leaves nothing behind
             raise BackendError(f"cannot snapshot volume {volume.name}: {exc}") from exc
 
     def backend_delete_snapshot(self, name: str) -> None:

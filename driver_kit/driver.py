@@ -144,7 +144,10 @@ class VolumeDriver(abc.ABC):
         """Grow a volume to ``new_size_gb``; the kit has already admitted the growth."""
 
     def backend_create_snapshot(self, name: str, volume: VolumeInfo) -> None:
-        """Snapshot ``volume``. Default: snapshots are not supported."""
+        """Snapshot ``volume``; raise ``AlreadyExists`` if the name is taken.
+
+        Default: snapshots are not supported.
+        """
         raise NotImplementedError(f"{type(self).__name__} does not support snapshots")
 
     def backend_delete_snapshot(self, name: str) -> None:
@@ -157,11 +160,11 @@ class VolumeDriver(abc.ABC):
 
     def backend_create_volume_from_snapshot(self, name: str, snapshot: VolumeInfo,
                                             size_gb: int) -> None:
-        """Create a volume from a snapshot. Default: not supported."""
+        """Create a volume from a snapshot (``AlreadyExists`` if taken). Default: none."""
         raise NotImplementedError(f"{type(self).__name__} cannot create from snapshots")
 
     def backend_clone_volume(self, name: str, source: VolumeInfo, size_gb: int) -> None:
-        """Create a volume as a copy of another. Default: not supported."""
+        """Create a volume copying another (``AlreadyExists`` if taken). Default: none."""
         raise NotImplementedError(f"{type(self).__name__} cannot clone volumes")
 
     def validate_name(self, name: Any) -> str:
@@ -369,13 +372,11 @@ class VolumeDriver(abc.ABC):
     def create_snapshot(self, name: str, volume_name: str) -> VolumeInfo:
         """Snapshot a volume, admitted for the volume's size as Cinder's scheduler does.
 
-        Snapshots do not count as provisioned capacity (Queens spec).
+        Snapshots do not count as provisioned capacity (Queens spec). A taken
+        name raises ``AlreadyExists`` from the backend.
         """
         name = self.validate_name(name)
         volume = self._get_volume(self.validate_name(volume_name))
-        if self.backend_find_snapshot(name) is not None \
-                or self.backend_find_volume(name) is not None:
-            raise AlreadyExists(f"snapshot {name!r} already exists")
         spec = {"provisioning:type": "thin" if volume.thin else "thick"}
         self._guarded(volume.pool_name, spec, volume.size_gb,
                       lambda pool, thin: self.backend_create_snapshot(name, volume))
@@ -416,8 +417,6 @@ class VolumeDriver(abc.ABC):
         if size < source.size_gb:
             raise InvalidSize(f"size {size} GiB is smaller than the source's "
                               f"{source.size_gb} GiB")
-        if self.backend_find_volume(name) is not None:
-            raise AlreadyExists(f"volume {name!r} already exists")
         spec = {"provisioning:type": "thin" if source.thin else "thick"}
         self._guarded(source.pool_name, spec, size, lambda pool, thin: action(size))
         return VolumeInfo(name=name, size_gb=size, pool_name=source.pool_name,

@@ -21,7 +21,7 @@ from typing import Any, Callable
 
 from contrib.sparse_file_driver import COMPLIANCE_HOOKS as SPARSE_HOOKS
 from contrib.sparse_file_driver import SparseFileDriver
-from driver_kit import (BackendError, CapacityExceeded, GiB, InvalidSize, MiB,
+from driver_kit import (AlreadyExists, BackendError, CapacityExceeded, GiB, InvalidSize, MiB,
                         SnapshotNotFound, VolumeInfo, VolumeNotFound, admit,
                         load_backend_config)
 from driver_kit.compliance import ComplianceHooks, DriverSpec
@@ -47,6 +47,8 @@ class SnapMemoryDriver(MemoryDriver):
                 for f in super().backend_read_pools()]
 
     def backend_create_snapshot(self, name: str, volume: VolumeInfo) -> None:
+        if name in self.snapshots or name in self.volumes:
+            raise AlreadyExists(name)
         self.snapshots[name] = volume.size_gb
 
     def backend_delete_snapshot(self, name: str) -> None:

@@ -173,3 +173,17 @@ def test_do_setup_creates_the_pool(tmp_path):
     driver = make(tmp_path, lvm_thin_pool_size_percent=50)
     driver.check_for_setup_error()
     assert 4.9 < driver.get_volume_stats()["pools"][0]["total_capacity_gb"] <= 5
+
+
+def test_snapshot_and_copy_names_are_checked_by_lvm_itself(sim, tmp_path):
+    driver = make(tmp_path)
+    driver.create_volume("volume-a", 1)
+    driver.create_snapshot("snap-a", "volume-a")
+    before = driver.executor.commands_run
+    with pytest.raises(AlreadyExists):
+        driver.create_snapshot("snap-a", "volume-a")
+    assert driver.executor.commands_run - before == 3  # find, fresh read, lvcreate
+    with pytest.raises(AlreadyExists):
+        driver.create_cloned_volume("volume-a", "volume-a")
+    with pytest.raises(AlreadyExists):
+        driver.create_volume_from_snapshot("snap-a", "snap-a")
