@@ -1,0 +1,198 @@
+"""The three stats-refresh paths measured side by side on the same real VG.
+
+* this project: ``ThinLVMDriver.get_volume_stats(refresh=True)``;
+* Cinder's LVM driver through os-brick's ``LVM`` class: ``update_volume_group_info()``
+  then ``get_volumes()``, and the pool dict Cinder's ``_update_volume_stats`` builds;
+* the floor: one bare ``lvs`` of the driver's report, nothing parsed.
+
+Processes are counted where both paths start them: every process spawned by
+``oslo_concurrency.processutils.execute`` (the driver's ``ProcessRunner`` and
+os-brick's ``priv_rootwrap`` both go through it). The driver's own
+``executor.commands_run`` is recorded too, as a cross-check.
+
+The restored VG's thin pool is inactive (no device-mapper here), so LVM prints
+no data%. The driver reports such a pool down (usage unknown, fail closed) and
+stops there; os-brick's ``_get_thin_pool_free_space`` raises ``ValueError``
+on it (it only catches ``ProcessExecutionError``). So that both do their full
+work, the "pool usage filled in" variants put a data%/metadata% into the pool's
+row of the real ``lvs`` output, as an active pool prints it; the processes, the
+LVs and everything else are real. The driver is also timed as is.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import tempfile
+import threading
+import time
+import warnings
+from typing import Any, Callable
+
+from driver_kit import load_backend_config
+from lvm_driver.driver import LVM_OPTS, ThinLVMDriver
+from lvm_driver.executor import CommandResult, LVMExecutor, ProcessRunner
+
+#: the pool usage an active pool would print (same for both paths)
+DATA_PERCENT = "37.21"
+METADATA_PERCENT = "8.14"
+
+
+class ProcessCounter:
+    """Counts every process ``processutils.execute`` starts, with its argv."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self.count = 0
+        self.argv: list[tuple[str, ...]] = []
+        self._installed = False
+
+    def install(self) -> None:
+        if self._installed:
+            return
+        from oslo_concurrency import processutils
+        original = processutils.execute
+
+        def counting_execute(*cmd: Any, **kwargs: Any) -> Any:
+            inner = kwargs.get("on_execute")
+
+            def on_execute(proc: Any) -> None:  # once per process actually spawned
+                with self._lock:
+                    self.count += 1
+                    self.argv.append(tuple(str(c) for c in cmd))
+                if inner is not None:
+                    inner(proc)
+
+            kwargs["on_execute"] = on_execute
+            return original(*cmd, **kwargs)
+
+        processutils.execute = counting_execute
+        self._installed = True
+
+    def reset(self) -> None:
+        with self._lock:
+            self.count = 0
+            self.argv = []
+
+
+COUNTER = ProcessCounter()
+
+
+class PoolUsageFiller:
+    """A runner that runs the real process and fills the pool's empty usage fields."""
+
+    def __init__(self, runner: Callable[[list[str], dict[str, str], float], CommandResult],
+                 pool_name: str) -> None:
+        self._runner = runner
+        self._key = f'"lv_name":"{pool_name}",'
+
+    def __call__(self, argv: list[str], env: dict[str, str], timeout_s: float) -> CommandResult:
+        result = self._runner(argv, env, timeout_s)
+        if argv[0] != "lvs" or result.exit_code != 0:
+            return result
+        text = result.stdout
+        start = text.find(self._key)
+        if start < 0:
+            return result
+        end = text.find("}", start)
+        row = text[start:end].replace('"data_percent":""', f'"data_percent":"{DATA_PERCENT}"')
+        row = row.replace('"metadata_percent":""', f'"metadata_percent":"{METADATA_PERCENT}"')
+        return CommandResult(result.argv, result.exit_code, text[:start] + row + text[end:],
+                             result.stderr)
+
+
+# ---------------------------------------------------------------------------
+# this project
+
+def make_driver(*, vg_name: str, conf_dir: str, lock_path: str | None = None,
+                fill_pool_usage: bool) -> ThinLVMDriver:
+    """A ThinLVMDriver on the benchmark VG, configured as an operator would."""
+    overrides = {"volume_group": vg_name, "lvm_thin_pool_name": "pool",
+                 "lvm_create_thin_pool": False,
+                 "lock_path": lock_path or tempfile.mkdtemp(prefix="dk-bench-locks-"),
+                 "lvm_conf_file": os.path.join(conf_dir, "lvm.conf"),
+                 "lvm_command_timeout": 600.0}
+    conf = load_backend_config(extra_opts=LVM_OPTS, overrides=overrides)
+    executor = None
+    if fill_pool_usage:
+        executor = LVMExecutor(root_helper=None if os.geteuid() == 0 else "sudo",
+                               lvm_system_dir=conf_dir, timeout_s=600.0,
+                               runner=PoolUsageFiller(ProcessRunner(), "pool"))
+    return ThinLVMDriver(conf, executor=executor)
+
+
+def driver_refresh(driver: ThinLVMDriver) -> dict[str, Any]:
+    return driver.get_volume_stats(refresh=True)
+
+
+# ---------------------------------------------------------------------------
+# Cinder's path through os-brick
+
+def make_brick(*, vg_name: str, lvm_conf: str, pool_name: str = "pool") -> Any:
+    """os-brick's LVM for the VG, as Cinder's LVM driver builds it for lvm_type=thin.
+
+    Its commands run in this process (privsep client mode off, so no privsep
+    daemon round trip; Cinder pays that too, so this favours os-brick). The
+    constructor's ``lvm_type='thin'`` would also run ``lvchange -ay`` on the pool,
+    which needs device-mapper; it is built as 'default' and then given the pool,
+    which is all the thin branch of the constructor does besides activating.
+    """
+    with warnings.catch_warnings():  # eventlet's deprecation notice, on import
+        warnings.simplefilter("ignore")
+        from os_brick import privileged
+        from os_brick.local_dev import lvm as brick_lvm
+        from os_brick.privileged import rootwrap
+
+    privileged.default.set_client_mode(False)
+
+    def execute(*cmd: str, **kwargs: Any) -> tuple[str, str]:
+        out, err = rootwrap.execute(*cmd, **kwargs)
+        if "size,data_percent" in cmd and out.strip().endswith(":"):
+            out = out.rstrip() + DATA_PERCENT + "\n"  # as an active pool prints it
+        return out, err
+
+    vg = brick_lvm.LVM(vg_name, "sudo", lvm_type="default", executor=execute,
+                       lvm_conf=lvm_conf, suppress_fd_warn=True)
+    vg.vg_thin_pool = pool_name
+    return vg
+
+
+def cinder_refresh(vg: Any, *, backend_name: str = "lvm") -> dict[str, Any]:
+    """What Cinder's ``LVMVolumeDriver._update_volume_stats`` does for lvm_type=thin."""
+    vg.update_volume_group_info()
+    total_volumes = len(vg.get_volumes())
+    pool = {
+        "pool_name": backend_name,
+        "total_capacity_gb": vg.vg_thin_pool_size,
+        "free_capacity_gb": vg.vg_thin_pool_free_space,
+        "reserved_percentage": 0,
+        "location_info": f"LVMVolumeDriver:host:{vg.vg_name}:thin:0",
+        "QoS_support": False,
+        "provisioned_capacity_gb": vg.vg_provisioned_capacity,
+        "max_over_subscription_ratio": 20.0,
+        "thin_provisioning_support": True,
+        "thick_provisioning_support": False,
+        "total_volumes": total_volumes,
+        "multiattach": True,
+        "backend_state": "up",
+    }
+    return {"volume_backend_name": backend_name, "vendor_name": "Open Source",
+            "driver_version": "3.0.0", "storage_protocol": "iSCSI", "pools": [pool]}
+
+
+# ---------------------------------------------------------------------------
+# the floor
+
+def bare_lvs(argv: list[str], env: dict[str, str]) -> str:
+    """One ``lvs`` process of the same report, output read, nothing parsed."""
+    proc = subprocess.run(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                          check=False)
+    if proc.returncode != 0:
+        raise RuntimeError(f"{argv} failed: {proc.stderr[-400:]!r}")
+    return proc.stdout.decode()
+
+
+def timed(fn: Callable[[], Any]) -> tuple[float, Any]:
+    start = time.perf_counter()
+    value = fn()
+    return time.perf_counter() - start, value
