@@ -272,7 +272,9 @@ def parse_benchmark(lv_count: int, runs: int) -> dict[str, Any]:
 
     text = lvs_report_json(lv_count, fields=tuple(REPORT_FIELDS))
     full, loads = [], []
+    report = None
     for _ in range(runs):
+        report = None  # free the previous run's records here, not inside the timed parse
         gc.collect()
         t0 = time.perf_counter()
         report = parse_lvs_report(text, "benchvg")
