@@ -267,12 +267,26 @@ def _open_driver(args: argparse.Namespace) -> VolumeDriver:
     return driver
 
 
+def _command_index(argv: list[str]) -> int | None:
+    """Where the subcommand stands, past the global options and their values."""
+    index = 0
+    while index < len(argv):
+        token = argv[index]
+        if token in ("--config-file", "--backend"):
+            index += 2
+        elif token.startswith("-"):
+            index += 1
+        else:
+            return index
+    return None
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``driver-kit`` console script; returns the exit code."""
     argv = list(sys.argv[1:] if argv is None else argv)
-    if "check" in argv[:1] or (argv and argv[0].startswith("-") and "check" in argv):
+    index = _command_index(argv)
+    if index is not None and argv[index] == "check":
         from driver_kit.compliance.cli import main_check
-        index = argv.index("check")
         return main_check(argv[:index] + argv[index + 1:])
     args = _parser().parse_args(argv)
     logging.basicConfig(level=logging.DEBUG if args.debug else logging.ERROR,

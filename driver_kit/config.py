@@ -139,8 +139,7 @@ def load_backend_config(conf: cfg.ConfigOpts | None = None, backend: str = "defa
     if not isinstance(backend, str) or not backend or backend == "DEFAULT":
         raise ConfigError(f"backend must name a config section, got {backend!r}")
     enabled = list(conf.enabled_backends or [])
-    known = set(enabled) | set(conf.list_all_sections() if hasattr(conf, "list_all_sections")
-                               else [])
+    known = set(enabled) | set(conf.list_all_sections())
     if (enabled or conf.config_file) and backend not in known:
         raise ConfigError(f"unknown backend {backend!r}: enabled_backends is "
                           f"{', '.join(enabled) or 'empty'}")

@@ -243,10 +243,11 @@ class VolumeDriver(abc.ABC):
                        "total_used_capacity_gb": pool.total_used_capacity_gb,
                        "max_over_subscription_ratio": pool.max_over_subscription_ratio,
                        "reserved_percentage": pool.reserved_percentage}
-            reserved = math.floor(pool.total_capacity_gb * pool.reserved_percentage / 100)
-            cap = (pool.total_capacity_gb - reserved) * pool.max_over_subscription_ratio
-            limit = cap * conf.capacity_warning_provisioned_percent / 100
-            if pool.thin_provisioning_support and pool.provisioned_capacity_gb > limit:
+            thin = [f for f in pool.capacity_factors if f["provisioned_type"] == "thin"]
+            # the cap is the thin factors' (total - reserved) * ratio, as Cinder computes it
+            limit = thin[0]["total_available_capacity"] * \
+                conf.capacity_warning_provisioned_percent / 100 if thin else math.inf
+            if pool.provisioned_capacity_gb > limit:
                 self.notifier("capacity.provisioned_over_limit",
                               dict(payload, limit_gb=round(limit, 2)))
             used_percent = pool.total_used_capacity_gb / pool.total_capacity_gb * 100

@@ -91,3 +91,13 @@ def test_help_and_demo():
                           capture_output=True, text=True, timeout=120)
     assert demo.returncode == 0, demo.stderr
     assert "refused" in demo.stdout and "provisioned counts it: 10.0 GiB" in demo.stdout
+
+
+def test_a_volume_called_check_is_not_the_check_command(capsys):
+    code, out, _ = run(capsys, "--debug", "create", "check", "1")
+    assert code == 0 and "created thin volume check" in out
+
+
+def test_check_after_global_options_runs_the_harness(capsys):
+    code, out, _ = run(capsys, "--debug", "check", "--only", "stats.ratio-ge-1")
+    assert code == 0 and "stats.ratio-ge-1" in out

@@ -226,3 +226,17 @@ def test_two_instances_in_one_process_exclude_each_other(tmp_path):
     racer.join(5)
     blocked.join(5)
     assert outcome and sorted(first.volumes) == ["a"]
+
+
+def test_provisioned_notification_uses_the_cinder_cap(tmp_path):
+    sent = []
+    driver = MemoryDriver(load_backend_config(overrides={
+        "lock_path": str(tmp_path), "max_over_subscription_ratio": "2.0",
+        "reserved_percentage": 10, "capacity_warning_provisioned_percent": 50}),
+        notifier=lambda e, p: sent.append((e, p)))
+    driver.create_volume("a", 90)  # cap (100 - 10) * 2 = 180; half is 90: not over
+    pool(driver)
+    assert not [e for e, _ in sent if e == "capacity.provisioned_over_limit"]
+    driver.create_volume("b", 1)
+    pool(driver)
+    assert sent[-1][0] == "capacity.provisioned_over_limit" and sent[-1][1]["limit_gb"] == 90
