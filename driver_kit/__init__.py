@@ -7,6 +7,7 @@ extend, snapshot and clone.
 """
 
 from driver_kit.capacity import (AdmissionCheck, AdmissionDecision, admit,
+                                 max_admissible,
                                  calculate_capacity_factors,
                                  calculate_max_over_subscription_ratio,
                                  calculate_virtual_free_capacity)
@@ -28,7 +29,7 @@ __all__ = [
     "Violation", "VolumeDriver", "VolumeInfo", "VolumeNotFound", "admit",
     "calculate_capacity_factors", "calculate_max_over_subscription_ratio",
     "calculate_virtual_free_capacity", "list_opts", "load_backend_config", "log_notifier",
-    "make_conf", "validate_size_gb", "validate_stats",
+    "make_conf", "max_admissible", "validate_size_gb", "validate_stats",
 ]
 
 __version__ = "0.1.0"

@@ -23,7 +23,7 @@ from driver_kit.exceptions import InvalidInput, InvalidSize
 
 __all__ = [
     "AUTO", "INITIAL_AUTO_RATIO", "CALCULATIONS", "AdmissionCheck",
-    "AdmissionDecision", "admit", "calculate_capacity_factors",
+    "AdmissionDecision", "admit", "max_admissible", "calculate_capacity_factors",
     "calculate_max_over_subscription_ratio", "calculate_virtual_free_capacity",
     "validate_ratio", "validate_reserved_percentage",
 ]
@@ -305,6 +305,70 @@ def _to_float(value: Fraction) -> float:
     return float(round(value, 9))
 
 
+@dataclass(frozen=True, slots=True)
+class _Limit:
+    """One admission check before the request is added: base + requested <= allowed."""
+
+    name: str
+    formula: str
+    base: Fraction
+    allowed: Fraction
+
+
+@dataclass(frozen=True, slots=True)
+class _PoolInputs:
+    """admit()'s validated inputs, with the reserved amount floored as Cinder does."""
+
+    total: float
+    free: float
+    provisioned: float
+    pending: float
+    ratio: float
+    reserved_pct: int | float
+    reserved: int
+    thin: bool
+    calculation: str
+
+
+def _validated(total_capacity: Any, free_capacity: Any, provisioned_capacity: Any,
+               in_flight: Any, max_over_subscription_ratio: Any, reserved_percentage: Any,
+               thin: Any, calculation: Any) -> _PoolInputs:
+    total = _check_capacity("total_capacity", total_capacity)
+    free = _check_capacity("free_capacity", free_capacity)
+    provisioned = _check_capacity("provisioned_capacity", provisioned_capacity)
+    pending = _check_capacity("in_flight", in_flight)
+    ratio = validate_ratio(max_over_subscription_ratio)
+    reserved_pct = validate_reserved_percentage(reserved_percentage)
+    _check_bool("thin", thin)
+    if calculation not in CALCULATIONS:
+        raise InvalidInput(f"calculation must be one of {', '.join(CALCULATIONS)}, "
+                           f"got {calculation!r}")
+    # floored in floating point exactly as Cinder does (100 GiB at 29% reserves 28)
+    reserved = math.floor(float(total) * (float(reserved_pct) / 100))
+    return _PoolInputs(total, free, provisioned, pending, float(ratio) if thin else 1.0,
+                       reserved_pct, reserved, thin, calculation)
+
+
+def _limits(pool: _PoolInputs) -> list[_Limit]:
+    """The checks a request must pass, in exact arithmetic (see ``admit``)."""
+    reserved = pool.reserved
+    if pool.thin:
+        limits = [_Limit("provisioned_cap",
+                         "provisioned + in_flight + requested <= (total - reserved) * ratio",
+                         _exact(pool.provisioned) + _exact(pool.pending),
+                         (_exact(pool.total) - reserved) * _exact(pool.ratio))]
+        if pool.calculation == "cinder":
+            limits.append(_Limit("free_cap", "requested <= (free - reserved) * ratio",
+                                 Fraction(0), (_exact(pool.free) - reserved) * _exact(pool.ratio)))
+        return limits
+    return [_Limit("free_space", "requested <= free - reserved - in_flight",
+                   Fraction(0), _exact(pool.free) - reserved - _exact(pool.pending)),
+            _Limit("provisioned_cap", "requested <= total - reserved - provisioned - in_flight",
+                   Fraction(0),
+                   _exact(pool.total) - reserved - _exact(pool.provisioned)
+                   - _exact(pool.pending))]
+
+
 def admit(*, total_capacity: float, free_capacity: float, provisioned_capacity: float,
           requested: float, max_over_subscription_ratio: float,
           reserved_percentage: int | float, thin: bool, in_flight: float = 0.0,
@@ -318,52 +382,37 @@ def admit(*, total_capacity: float, free_capacity: float, provisioned_capacity: 
                             total - reserved - provisioned - in_flight)
     (in-flight thick claims will take free space too, so they count on both sides).
     """
-    total = _check_capacity("total_capacity", total_capacity)
-    free = _check_capacity("free_capacity", free_capacity)
-    provisioned = _check_capacity("provisioned_capacity", provisioned_capacity)
-    pending = _check_capacity("in_flight", in_flight)
+    pool = _validated(total_capacity, free_capacity, provisioned_capacity, in_flight,
+                      max_over_subscription_ratio, reserved_percentage, thin, calculation)
     if isinstance(requested, bool) or not isinstance(requested, (int, float)) \
             or math.isnan(requested) or math.isinf(requested) or requested <= 0:
         raise InvalidSize(f"requested size must be a positive number of GiB, got {requested!r}")
-    ratio = validate_ratio(max_over_subscription_ratio)
-    reserved_pct = validate_reserved_percentage(reserved_percentage)
-    _check_bool("thin", thin)
-    if calculation not in CALCULATIONS:
-        raise InvalidInput(f"calculation must be one of {', '.join(CALCULATIONS)}, "
-                           f"got {calculation!r}")
-
-    # floored in floating point exactly as Cinder does (100 GiB at 29% reserves 28)
-    reserved = math.floor(float(total) * (float(reserved_pct) / 100))
     size = _exact(requested)
-    checks: list[AdmissionCheck] = []
-
-    def check(name: str, formula: str, needed: Fraction, allowed: Fraction) -> None:
-        checks.append(AdmissionCheck(name=name, formula=formula,
-                                     needed_gb=_to_float(needed),
-                                     allowed_gb=_to_float(allowed),
-                                     passed=needed <= allowed))
-
-    if thin:
-        check("provisioned_cap",
-              "provisioned + in_flight + requested <= (total - reserved) * ratio",
-              _exact(provisioned) + _exact(pending) + size,
-              (_exact(total) - reserved) * _exact(ratio))
-        if calculation == "cinder":
-            check("free_cap", "requested <= (free - reserved) * ratio",
-                  size, (_exact(free) - reserved) * _exact(ratio))
-    else:
-        ratio = 1.0
-        check("free_space", "requested <= free - reserved - in_flight",
-              size, _exact(free) - reserved - _exact(pending))
-        check("provisioned_cap",
-              "requested <= total - reserved - provisioned - in_flight",
-              size, _exact(total) - reserved - _exact(provisioned) - _exact(pending))
-
+    checks = tuple(AdmissionCheck(name=limit.name, formula=limit.formula,
+                                  needed_gb=_to_float(limit.base + size),
+                                  allowed_gb=_to_float(limit.allowed),
+                                  passed=limit.base + size <= limit.allowed)
+                   for limit in _limits(pool))
     return AdmissionDecision(
         admitted=all(c.passed for c in checks), pool_name=pool_name,
         provisioning_type="thin" if thin else "thick", calculation=calculation,
-        requested_gb=float(requested), total_capacity_gb=float(total),
-        free_capacity_gb=float(free), provisioned_capacity_gb=float(provisioned),
-        in_flight_gb=float(pending), reserved_percentage=float(reserved_pct),
-        reserved_capacity_gb=float(reserved), max_over_subscription_ratio=float(ratio),
-        checks=tuple(checks))
+        requested_gb=float(requested), total_capacity_gb=float(pool.total),
+        free_capacity_gb=float(pool.free), provisioned_capacity_gb=float(pool.provisioned),
+        in_flight_gb=float(pool.pending), reserved_percentage=float(pool.reserved_pct),
+        reserved_capacity_gb=float(pool.reserved), max_over_subscription_ratio=pool.ratio,
+        checks=checks)
+
+
+def max_admissible(*, total_capacity: float, free_capacity: float,
+                   provisioned_capacity: float, max_over_subscription_ratio: float,
+                   reserved_percentage: int | float, thin: bool, in_flight: float = 0.0,
+                   calculation: str = "cinder") -> int:
+    """The largest whole-GiB request ``admit`` accepts with these inputs (0 if none).
+
+    Closed form over the same exact limits ``admit`` checks, so the two always
+    agree: every check is ``base + requested <= allowed``.
+    """
+    pool = _validated(total_capacity, free_capacity, provisioned_capacity, in_flight,
+                      max_over_subscription_ratio, reserved_percentage, thin, calculation)
+    room = min(limit.allowed - limit.base for limit in _limits(pool))
+    return max(0, math.floor(room))

@@ -198,9 +198,10 @@ def build_pool_stats(facts: PoolFacts, *, max_over_subscription_ratio: float | s
     else:
         ratio = 1.0
     thin_first = facts.thin_provisioning_support
-    largest = max_admissible_gb(total=total, free=free, provisioned=provisioned, ratio=ratio,
-                                reserved_percentage=reserved_percentage, thin=thin_first,
-                                calculation=calculation)
+    largest = capacity.max_admissible(
+        total_capacity=total, free_capacity=free, provisioned_capacity=provisioned,
+        max_over_subscription_ratio=ratio, reserved_percentage=reserved_percentage,
+        thin=thin_first, calculation=calculation)
     return PoolStats(
         pool_name=facts.pool_name, total_capacity_gb=total, free_capacity_gb=free,
         provisioned_capacity_gb=provisioned, reserved_percentage=int(reserved_percentage),
@@ -222,25 +223,6 @@ def build_pool_stats(facts: PoolFacts, *, max_over_subscription_ratio: float | s
                                       facts.thick_provisioning_support, ratio,
                                       reserved_percentage),
         extra=dict(facts.extra))
-
-
-def max_admissible_gb(*, total: float, free: float, provisioned: float, ratio: float,
-                      reserved_percentage: int | float, thin: bool,
-                      calculation: str = "cinder", in_flight: float = 0.0) -> int:
-    """The largest whole-GiB volume ``capacity.admit`` would accept now (0 if none)."""
-    low, high = 0, max(1, int(math.ceil(max(total, 1.0) * max(ratio, 1.0))) + 1)
-    while low < high:  # admission is monotone in the size: bisect it
-        mid = (low + high + 1) // 2
-        decision = capacity.admit(total_capacity=total, free_capacity=free,
-                                  provisioned_capacity=provisioned, requested=mid,
-                                  max_over_subscription_ratio=ratio,
-                                  reserved_percentage=reserved_percentage, thin=thin,
-                                  in_flight=in_flight, calculation=calculation)
-        if decision.admitted:
-            low = mid
-        else:
-            high = mid - 1
-    return low
 
 
 def down_pool_stats(pool_name: str, reason: str, *, reserved_percentage: int = 0,

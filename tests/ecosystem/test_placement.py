@@ -11,9 +11,8 @@ from typing import Any
 
 import pytest
 
-from driver_kit import admit
+from driver_kit import admit, capacity
 from driver_kit.placement import Inventory, pool_inventory, resource_providers
-from driver_kit.stats import max_admissible_gb
 from tests.ecosystem.support import REPO, SimBackend, make_backend
 
 INVENTORY_FIELDS = {"total", "reserved", "min_unit", "max_unit", "step_size",
@@ -75,11 +74,11 @@ def test_placement_formula_equals_the_kit_admission_cap(
     usage = resource_providers(stats)["resource_providers"][0]["usages"]["DISK_GB"]
     assert usage == thin["provisioned_capacity_gb"] == 21
     # and Placement allocates exactly the sizes the kit admits
-    largest = max_admissible_gb(total=thin["total_capacity_gb"], free=thin["free_capacity_gb"],
-                                provisioned=thin["provisioned_capacity_gb"],
-                                ratio=thin["max_over_subscription_ratio"],
-                                reserved_percentage=thin["reserved_percentage"], thin=True,
-                                calculation=calculation)
+    largest = capacity.max_admissible(
+        total_capacity=thin["total_capacity_gb"], free_capacity=thin["free_capacity_gb"],
+        provisioned_capacity=thin["provisioned_capacity_gb"],
+        max_over_subscription_ratio=thin["max_over_subscription_ratio"],
+        reserved_percentage=thin["reserved_percentage"], thin=True, calculation=calculation)
     assert inventory.max_unit == largest
     for size in range(1, int(inventory.capacity) + 3):
         assert inventory.fits(usage, size) == _admit(thin, size, calculation).admitted, size

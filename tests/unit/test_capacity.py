@@ -131,6 +131,30 @@ def test_admission_never_admits_past_the_cap(total, free_fraction, provisioned, 
             assert provisioned + in_flight + size <= total - reserved_gb + 1e-6
 
 
+@given(total=capacities, free_fraction=st.floats(0, 1), provisioned=capacities, ratio=ratios,
+       reserved_pct=reserved, in_flight=capacities,
+       calculation=st.sampled_from(capacity.CALCULATIONS), thin=st.booleans())
+def test_max_admissible_is_exactly_where_admission_stops(total, free_fraction, provisioned,
+                                                         ratio, reserved_pct, in_flight,
+                                                         calculation, thin):
+    free = round(total * free_fraction, 2)
+    pool = dict(total_capacity=total, free_capacity=free, provisioned_capacity=provisioned,
+                max_over_subscription_ratio=ratio, reserved_percentage=reserved_pct,
+                thin=thin, in_flight=in_flight, calculation=calculation)
+    largest = capacity.max_admissible(**pool)
+    assert largest >= 0
+    if largest:
+        assert capacity.admit(requested=largest, **pool).admitted
+    assert not capacity.admit(requested=largest + 1, **pool).admitted
+
+
+def test_max_admissible_validates_like_admit():
+    with pytest.raises(InvalidInput):
+        capacity.max_admissible(total_capacity=10, free_capacity=10, provisioned_capacity=0,
+                                max_over_subscription_ratio=0.5, reserved_percentage=0,
+                                thin=True)
+
+
 @given(total=capacities, free_fraction=st.floats(0, 1), provisioned=capacities,
        r1=ratios, r2=ratios, reserved_pct=reserved)
 def test_virtual_free_is_monotone_in_the_ratio(total, free_fraction, provisioned, r1, r2,
