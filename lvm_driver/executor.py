@@ -4,9 +4,9 @@ The executor owns everything that is the same for every LVM command: the
 environment (``LC_ALL=C`` so messages are parseable, fd warnings off, an
 optional ``LVM_SYSTEM_DIR``), the per-command timeout, the retry of read-only
 reports on LVM's exit code 139, and the mapping of exit code + message to an
-error class. Processes are started by a *runner*; the default one uses
-``oslo_concurrency.processutils.execute``, the simulator provides another, so
-both go through exactly the same logic.
+error class. Processes are started by a *runner*; the default one starts
+them with ``subprocess`` (see ``ProcessRunner`` for why not processutils), the
+simulator provides another, so both go through exactly the same logic.
 
 Errors (all rooted in ``driver_kit.exceptions.BackendError``)::
 
@@ -33,8 +33,6 @@ from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Final, TypeAlias
-
-from oslo_concurrency import processutils
 
 from driver_kit.exceptions import AlreadyExists, BackendError, BackendTimeout, NotFound
 
@@ -160,13 +158,20 @@ def error_for(result: CommandResult) -> LVMCommandError:
 
 
 class ProcessRunner:
-    """The default runner: one real process per call via processutils.execute.
+    """The default runner: one real process per call, argv only, never a shell.
 
     With a root helper (e.g. ``sudo``) the command becomes
     ``<root helper> env LC_ALL=C ... <argv>``, because sudo resets the
     environment and would drop the LVM variables. A process killed by signal
     N reports exit code 128 + N, as a shell would (so a crash is 139).
     A missing executable gives exit code 127, an unexecutable one 126.
+
+    Started with ``subprocess`` as ``oslo_concurrency.processutils.execute``
+    starts it (pipes, ``close_fds``, SIGPIPE back to default through
+    ``restore_signals``), minus processutils' ``preexec_fn``: that one only
+    resets SIGPIPE again, and any ``preexec_fn`` makes Python fork the whole
+    interpreter instead of using vfork, which cost 3 to 5 ms per LVM command
+    in the benchmark (docs/benchmarks.md), more in a larger process.
     """
 
     def __init__(self, *, root_helper: str | None = None,
@@ -182,24 +187,28 @@ class ProcessRunner:
         if self.root_helper:
             passed = [f"{key}={env[key]}" for key in LVM_ENV_KEYS if key in env]
             command = [*shlex.split(self.root_helper), "env", *passed, *command]
-        started: list[subprocess.Popen] = []
+        LOG.debug("Running `%s`", _quote(command))
         try:
-            stdout, stderr = processutils.execute(
-                *command, env_variables=env, check_exit_code=False,
-                timeout=timeout_s, on_execute=started.append)
-        except subprocess.TimeoutExpired:
-            # processutils leaves the child running on timeout; stop it.
-            for proc in started:
-                self._stop(proc)
-            raise LVMTimeoutError(argv, timeout_s) from None
+            proc = subprocess.Popen(command, stdin=subprocess.DEVNULL,
+                                    stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                    close_fds=True, env=env)
         except FileNotFoundError as exc:
             return CommandResult(argv, 127, "", f"{command[0]}: {exc.strerror}\n")
         except OSError as exc:
             return CommandResult(argv, 126, "", f"{command[0]}: {exc.strerror}\n")
-        code = started[0].returncode
+        with proc:
+            try:
+                stdout, stderr = proc.communicate(timeout=timeout_s)
+            except subprocess.TimeoutExpired:
+                self._stop(proc)
+                raise LVMTimeoutError(argv, timeout_s) from None
+            except BaseException:  # e.g. KeyboardInterrupt: leave no child behind
+                self._stop(proc)
+                raise
+        code = proc.returncode
         if code < 0:
             code = 128 - code
-        return CommandResult(argv, code, stdout, stderr)
+        return CommandResult(argv, code, os.fsdecode(stdout), os.fsdecode(stderr))
 
     def _stop(self, proc: subprocess.Popen) -> None:
         proc.terminate()  # sudo relays SIGTERM to its child; SIGKILL it cannot

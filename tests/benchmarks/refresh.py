@@ -5,10 +5,11 @@
   then ``get_volumes()``, and the pool dict Cinder's ``_update_volume_stats`` builds;
 * the floor: one bare ``lvs`` of the driver's report, nothing parsed.
 
-Processes are counted where both paths start them: every process spawned by
-``oslo_concurrency.processutils.execute`` (the driver's ``ProcessRunner`` and
-os-brick's ``priv_rootwrap`` both go through it). The driver's own
-``executor.commands_run`` is recorded too, as a cross-check.
+Processes are counted where both paths start them: every ``subprocess.Popen``
+(the driver's ``ProcessRunner`` starts its processes with it, os-brick's
+``priv_rootwrap`` through ``oslo_concurrency.processutils.execute``, which uses
+it too). The driver's own ``executor.commands_run`` is recorded too, as a
+cross-check.
 
 The restored VG's thin pool is inactive (no device-mapper here), so LVM prints
 no data%. The driver reports such a pool down (usage unknown, fail closed) and
@@ -39,7 +40,7 @@ METADATA_PERCENT = "8.14"
 
 
 class ProcessCounter:
-    """Counts every process ``processutils.execute`` starts, with its argv."""
+    """Counts every process started through ``subprocess.Popen``, with its argv."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
@@ -50,23 +51,16 @@ class ProcessCounter:
     def install(self) -> None:
         if self._installed:
             return
-        from oslo_concurrency import processutils
-        original = processutils.execute
+        counter = self
 
-        def counting_execute(*cmd: Any, **kwargs: Any) -> Any:
-            inner = kwargs.get("on_execute")
+        class CountingPopen(subprocess.Popen):  # type: ignore[type-arg]
+            def __init__(self, args: Any, *rest: Any, **kwargs: Any) -> None:
+                super().__init__(args, *rest, **kwargs)  # counted once it started
+                with counter._lock:
+                    counter.count += 1
+                    counter.argv.append(tuple(str(a) for a in args))
 
-            def on_execute(proc: Any) -> None:  # once per process actually spawned
-                with self._lock:
-                    self.count += 1
-                    self.argv.append(tuple(str(c) for c in cmd))
-                if inner is not None:
-                    inner(proc)
-
-            kwargs["on_execute"] = on_execute
-            return original(*cmd, **kwargs)
-
-        processutils.execute = counting_execute
+        subprocess.Popen = CountingPopen  # type: ignore[misc]
         self._installed = True
 
     def reset(self) -> None:

@@ -160,7 +160,7 @@ def refresh_benchmark(sizes: list[int], runs: int) -> dict[str, Any]:
                         own = executors[name].commands_run - before_cmds
                         if own != count:
                             raise RuntimeError(f"{name}: executor counted {own} LVM "
-                                               f"processes, processutils {count}")
+                                               f"processes, subprocess.Popen {count}")
                     series[name].add(wall, cpu, count)
             # where the driver's time goes: the report's parse alone, in process
             stdout = R.bare_lvs(argv, env)

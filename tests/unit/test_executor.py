@@ -297,3 +297,52 @@ def test_default_runner_reports_a_missing_executable_as_exit_127():
 def test_process_runner_refuses_an_empty_root_helper():
     with pytest.raises(ValueError):
         ProcessRunner(root_helper="  ")
+
+
+def test_default_runner_gives_sigpipe_its_default_back():
+    """What processutils' preexec_fn did, restore_signals does without it."""
+    result = LVMExecutor().run(["sh", "-c", "grep SigIgn /proc/self/status"], readonly=True)
+    ignored = int(result.stdout.split()[1], 16)
+    assert not ignored & (1 << (13 - 1))  # SIGPIPE (13) is not ignored in the child
+
+
+def test_default_runner_starts_processes_without_a_preexec_fn(monkeypatch):
+    """A preexec_fn would make Python fork instead of vfork (docs/benchmarks.md)."""
+    import subprocess
+    seen = []
+    real_popen = subprocess.Popen
+
+    def recording_popen(*args, **kwargs):
+        seen.append(kwargs)
+        return real_popen(*args, **kwargs)
+
+    monkeypatch.setattr(subprocess, "Popen", recording_popen)
+    LVMExecutor().run(["true"], readonly=True)
+    assert len(seen) == 1
+    assert seen[0].get("preexec_fn") is None and seen[0].get("shell") in (None, False)
+
+
+def test_default_runner_stops_the_child_when_interrupted(monkeypatch):
+    """^C while LVM runs: the runner terminates the child before it lets go."""
+    import subprocess
+    started = []
+    real_popen = subprocess.Popen
+
+    def interrupted_popen(*args, **kwargs):
+        proc = real_popen(*args, **kwargs)
+        started.append(proc)
+        calls = []
+
+        def communicate(timeout=None):
+            calls.append(timeout)
+            if len(calls) == 1:
+                raise KeyboardInterrupt
+            return real_popen.communicate(proc, timeout=timeout)
+
+        proc.communicate = communicate
+        return proc
+
+    monkeypatch.setattr(subprocess, "Popen", interrupted_popen)
+    with pytest.raises(KeyboardInterrupt):
+        LVMExecutor().run([sys.executable, "-c", "import time; time.sleep(30)"], readonly=True)
+    assert started[0].poll() is not None  # terminated, not left running
