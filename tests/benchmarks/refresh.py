@@ -148,11 +148,15 @@ def make_brick(*, vg_name: str, lvm_conf: str, pool_name: str = "pool") -> Any:
     vg = brick_lvm.LVM(vg_name, "sudo", lvm_type="default", executor=execute,
                        lvm_conf=lvm_conf, suppress_fd_warn=True)
     vg.vg_thin_pool = pool_name
+    # os-brick keeps the LVM_SYSTEM_DIR prefix on the class, so the last LVM built
+    # would decide for all; each refresh puts back its own (see cinder_refresh).
+    vg.dk_cmd_prefix = list(brick_lvm.LVM.LVM_CMD_PREFIX)
     return vg
 
 
 def cinder_refresh(vg: Any, *, backend_name: str = "lvm") -> dict[str, Any]:
     """What Cinder's ``LVMVolumeDriver._update_volume_stats`` does for lvm_type=thin."""
+    type(vg).LVM_CMD_PREFIX = vg.dk_cmd_prefix
     vg.update_volume_group_info()
     total_volumes = len(vg.get_volumes())
     pool = {

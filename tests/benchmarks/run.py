@@ -126,6 +126,12 @@ def refresh_benchmark(sizes: list[int], runs: int) -> dict[str, Any]:
             as_is = R.make_driver(vg_name=vg.vg_name, conf_dir=str(vg.conf_dir),
                                   fill_pool_usage=False)
             brick = R.make_brick(vg_name=vg.vg_name, lvm_conf=vg.lvm_conf)
+            # both paths again, on an lvm.conf with use_aio = 0 (RealVG.lvm_conf_without_aio)
+            full_sync = R.make_driver(vg_name=vg.vg_name,
+                                      conf_dir=str(vg.conf_dir_without_aio),
+                                      fill_pool_usage=True)
+            full_sync.do_setup()
+            brick_sync = R.make_brick(vg_name=vg.vg_name, lvm_conf=vg.lvm_conf_without_aio)
             argv = full.vg.report_argv()
             cheapest = ["vgs", "--readonly", "--noheadings", "-o", "vg_name", vg.vg_name]
             paths: dict[str, Callable[[], Any]] = {
@@ -134,8 +140,11 @@ def refresh_benchmark(sizes: list[int], runs: int) -> dict[str, Any]:
                 "driver": lambda: R.driver_refresh(full),
                 "driver_as_is": lambda: R.driver_refresh(as_is),
                 "brick": lambda: R.cinder_refresh(brick),
+                "driver_sync": lambda: R.driver_refresh(full_sync),
+                "brick_sync": lambda: R.cinder_refresh(brick_sync),
             }
-            executors = {"driver": full.executor, "driver_as_is": as_is.executor}
+            executors = {"driver": full.executor, "driver_as_is": as_is.executor,
+                         "driver_sync": full_sync.executor}
             series = {name: Series() for name in paths}
             reports: dict[str, Any] = {}
             for name, fn in paths.items():  # warm-up, untimed
@@ -191,6 +200,7 @@ def refresh_benchmark(sizes: list[int], runs: int) -> dict[str, Any]:
                 paths[name]()
                 results["sizes"][size][f"{name}_commands"] = [
                     _short_argv(a) for a in R.COUNTER.argv]
+        results["spawn"] = spawn_benchmark(runs)
         biggest = max(sizes)
         if biggest >= 1000:
             vg.restore(biggest)
@@ -261,6 +271,33 @@ def _vm_hwm() -> int:
             if line.startswith("VmHWM:"):
                 return int(line.split()[1]) * 1024
     raise RuntimeError("no VmHWM in /proc/self/status")
+
+
+def spawn_benchmark(runs: int) -> dict[str, Any]:
+    """Starting one process (`true`): the driver's runner against processutils.execute.
+
+    Run in the refresh benchmark's process (os-brick loaded, as in a service),
+    because the cost of a fork grows with the parent's memory.
+    """
+    import psutil
+    from oslo_concurrency import processutils
+
+    from lvm_driver.executor import ProcessRunner
+
+    runner, env = ProcessRunner(), dict(os.environ)
+    paths: dict[str, Callable[[], Any]] = {
+        "runner": lambda: runner(["true"], env, 10.0),
+        "processutils": lambda: processutils.execute("true"),
+    }
+    timings: dict[str, list[float]] = {name: [] for name in paths}
+    for fn in paths.values():
+        fn()
+    for _ in range(runs * 4):
+        for name, fn in paths.items():
+            t0 = time.perf_counter()
+            fn()
+            timings[name].append(time.perf_counter() - t0)
+    return {"rss_mib": psutil.Process().memory_info().rss / 2 ** 20, **timings}
 
 
 # ---------------------------------------------------------------------------
@@ -340,6 +377,26 @@ def _ok(good: bool) -> str:
     return "met" if good else "**missed**"
 
 
+def _render_without_aio(refresh: dict[str, Any], w: Callable[[str], None]) -> None:
+    """Both paths once more with ``use_aio = 0`` in their lvm.conf (an operator's choice)."""
+    rows = [(int(n), {k: Series(**v) for k, v in d["series"].items()})
+            for n, d in sorted(refresh["sizes"].items(), key=lambda kv: int(kv[0]))
+            if "driver_sync" in d["series"]]
+    if not rows:
+        return
+    w("With `global/use_aio = 0` in the lvm.conf both paths use (LVM then reads "
+      "synchronously and has no AIO context to destroy at exit; each LVM process "
+      "otherwise waits 28 to 35 ms in `io_destroy` on this kernel):\n")
+    w("| thin LVs | this driver | os-brick | vs os-brick | this driver with AIO on "
+      "(table above) |")
+    w("|---:|---:|---:|---:|---:|")
+    for size, s in rows:
+        d, b = s["driver_sync"], s["brick_sync"]
+        w(f"| {size:,} | {_s(d.median)} ({_s(d.best)}) | {_s(b.median)} ({_s(b.best)}) | "
+          f"{b.median / d.median:.2f}x faster | {_s(s['driver'].median)} |")
+    w("")
+
+
 def render(result: dict[str, Any]) -> str:
     m = result["machine"]
     out: list[str] = []
@@ -397,6 +454,15 @@ def render(result: dict[str, Any]) -> str:
           "os-brick's four by more than os-brick / cheapest LVM command: " + ", ".join(
               f"{statistics.median(d['series']['brick']['wall']) / statistics.median(d['series']['cheapest']['wall']):.2f}x at {int(n):,} LVs"
               for n, d in sorted(refresh["sizes"].items(), key=lambda kv: int(kv[0]))) + ".\n")
+        _render_without_aio(refresh, w)
+        spawn = refresh.get("spawn")
+        if spawn:
+            w(f"Starting one process (`true`) from this benchmark's process "
+              f"(RSS {spawn['rss_mib']:.0f} MiB): the driver's runner (`subprocess`, vfork) "
+              f"{_s(statistics.median(spawn['runner']))} ({_s(min(spawn['runner']))}), "
+              f"`oslo_concurrency.processutils.execute` (its `preexec_fn` makes Python "
+              f"fork) {_s(statistics.median(spawn['processutils']))} "
+              f"({_s(min(spawn['processutils']))}).\n")
         big = max(refresh["sizes"], key=int)
         d = refresh["sizes"][big]
         w(f"Where the driver's time goes at {int(big):,} LVs: parsing the `lvs` output "
