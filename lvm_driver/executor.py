@@ -187,7 +187,8 @@ class ProcessRunner:
         if self.root_helper:
             passed = [f"{key}={env[key]}" for key in LVM_ENV_KEYS if key in env]
             command = [*shlex.split(self.root_helper), "env", *passed, *command]
-        LOG.debug("Running `%s`", _quote(command))
+        if LOG.isEnabledFor(logging.DEBUG):
+            LOG.debug("Running `%s`", _quote(command))
         try:
             proc = subprocess.Popen(command, stdin=subprocess.DEVNULL,
                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE,
