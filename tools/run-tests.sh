@@ -11,8 +11,20 @@
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 python="${PYTHON:-python3}"
+die() { echo "run-tests: $*" >&2; exit 2; }
 
-[ -x .venv/bin/python ] || "$python" -m venv .venv
+if [ ! -x .venv/bin/python ]; then
+    command -v "$python" >/dev/null || die "no $python: install Python 3.11 or newer"
+    "$python" -c 'import sys; sys.exit(sys.version_info < (3, 11))' \
+        || die "$python is older than 3.11 (the project needs 3.11+): set PYTHON=python3.11"
+    # Debian and Ubuntu ship venv's ensurepip in a package of its own
+    if ! "$python" -c 'import ensurepip, venv' 2>/dev/null; then
+        [ "$(id -u)" = 0 ] || die "$python cannot make a venv: apt-get install python3-venv (as root)"
+        echo "run-tests: installing python3-venv" >&2
+        apt-get update -q >/dev/null && apt-get install -y -q --no-install-recommends python3-venv >/dev/null
+    fi
+    "$python" -m venv .venv
+fi
 .venv/bin/python -m pip install -q --upgrade pip
 .venv/bin/python -m pip install -q -e '.[test,cinder]'
 # tests/ecosystem/test_devstack.py lints the DevStack plugin with ShellCheck
