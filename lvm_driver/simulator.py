@@ -1359,6 +1359,10 @@ def _dispatch(session: _Session, argv: list[str]) -> int:
     return EXIT_OK
 
 
+#: commands that only report (``lvm version`` and ``lvm segtypes`` by subcommand)
+_READ_ONLY_COMMANDS: Final = frozenset({"lvs", "vgs", "version", "segtypes"})
+
+
 def _command_name(argv: Sequence[str]) -> str:
     name = os.path.basename(argv[0]) if argv else ""
     if name == "lvm" and len(argv) > 1:
@@ -1407,7 +1411,10 @@ class LVMSimulator:
                     raise LVMTimeoutError(argv, timeout_s)
                 return CommandResult(argv, fault["exit_code"], fault["stdout"],
                                      fault["stderr"])
-            scratch = copy.deepcopy(state)
+            # Reports change nothing, so they read the state itself; a change
+            # works on a copy that replaces the state only once it succeeded.
+            read_only = _command_name(argv) in _READ_ONLY_COMMANDS
+            scratch = state if read_only else copy.deepcopy(state)
             out = _Output()
             session = _Session(scratch, out)
             try:
@@ -1416,7 +1423,7 @@ class LVMSimulator:
                 for line in exc.lines:
                     out.error(line)
                 code = exc.exit_code
-            if session.dirty:
+            if session.dirty and not read_only:
                 # Commands fail before changing anything, except multi-LV
                 # lvremove/lvchange, which (like LVM) keep what they did.
                 state.clear()
