@@ -7,7 +7,6 @@ import re
 import subprocess
 import sys
 import threading
-import time
 from pathlib import Path
 
 import pytest
@@ -494,20 +493,39 @@ def test_concurrent_creates_lose_nothing(tmp_path):
     assert len(report(LVMSimulator(state)).lvs) == 60
 
 
-def test_a_command_holds_the_lock_for_its_whole_run(tmp_path):
+def test_a_command_holds_the_lock_for_its_whole_run(tmp_path, monkeypatch):
+    """A second process-like simulator waits until a hung command gave the lock up."""
+    import types
+
+    import lvm_driver.simulator as simulator_module
     state = tmp_path / "lvm.json"
     holder, waiter = LVMSimulator(state), LVMSimulator(state)
     holder.create_vg("vg", GiB)
     holder.inject("lvs", hang=True)
+    entered, release, order = threading.Event(), threading.Event(), []
+
+    def hang(seconds: float) -> None:  # the injected hang, held open by the test
+        entered.set()
+        release.wait()
+        order.append("holder gave up")
+
+    monkeypatch.setattr(simulator_module, "time", types.SimpleNamespace(sleep=hang))
     hung = threading.Thread(target=lambda: pytest.raises(
         LVMTimeoutError, holder, ["lvs", "vg"], {}, 0.6))
     hung.start()
-    time.sleep(0.2)
-    start = time.monotonic()
-    assert waiter.run(["vgs", "vg"]).exit_code == 0
-    waited = time.monotonic() - start
+    assert entered.wait(30)
+
+    def wait_for_the_lock() -> None:
+        assert waiter.run(["vgs", "vg"]).exit_code == 0
+        order.append("waiter ran")
+
+    second = threading.Thread(target=wait_for_the_lock)
+    second.start()
+    second.join(0.5)  # room to run, were the lock not held
+    release.set()
     hung.join()
-    assert waited >= 0.2
+    second.join()
+    assert order == ["holder gave up", "waiter ran"]
 
 
 def test_a_corrupt_state_file_is_an_error(tmp_path):
@@ -542,10 +560,8 @@ def test_faults_can_repeat_and_target_one_argv(sim):
 def test_a_hang_becomes_a_timeout(sim):
     sim.inject("lvcreate", hang=True)
     vg = VolumeGroup("vg", executor=sim.executor(timeout_s=0.05))
-    start = time.monotonic()
     with pytest.raises(BackendTimeout):
         vg.create_thick_volume("t", 4 * MiB)
-    assert time.monotonic() - start < 2
     assert vg.report().find_lv("t") is None
 
 
