@@ -83,18 +83,6 @@ class BurstResult:
     over_commits: int
     overshoot_gb: float
 
-    @property
-    def commands_per_create(self) -> float:
-        return self.commands / self.created if self.created else float("nan")
-
-    @property
-    def commands_per_request(self) -> float:
-        return self.commands / self.requests
-
-    @property
-    def creates_per_s(self) -> float:
-        return self.created / self.wall_s
-
 
 def over_commits(state_file: str) -> tuple[int, float, int]:
     """(creates beyond the cap, GiB beyond the cap, burst volumes created) from the state."""

@@ -66,8 +66,8 @@ def _run(argv: list[str], env: dict[str, str]) -> str:
 class RealVG:
     """A loop device with one VG whose metadata the benchmark writes itself."""
 
-    def __init__(self, vg_name: str = "dkbenchvg", *, workdir: str | None = None,
-                 dev_size_bytes: int = 4096 * GiB, metadata_area_bytes: int = 64 * 1024 ** 2):
+    def __init__(self, vg_name: str = "dkbenchvg", *, dev_size_bytes: int = 4096 * GiB,
+                 metadata_area_bytes: int = 64 * 1024 ** 2):
         if os.geteuid() != 0:
             raise BenchmarkSetupError(
                 "the benchmark builds a real LVM volume group on a loop device: run it "
@@ -78,8 +78,7 @@ class RealVG:
         self.vg_name = vg_name
         self.dev_size_bytes = dev_size_bytes
         self.metadata_area_bytes = metadata_area_bytes
-        self._own_workdir = workdir is None
-        self.workdir = Path(workdir or tempfile.mkdtemp(prefix="driver-kit-bench-"))
+        self.workdir = Path(tempfile.mkdtemp(prefix="driver-kit-bench-"))
         self.image = self.workdir / "pv.img"
         self.conf_dir = self.workdir / "lvm"
         #: the same lvm.conf with ``global/use_aio = 0`` (see lvm_conf_without_aio)
@@ -89,7 +88,6 @@ class RealVG:
 
     # -- lifecycle ---------------------------------------------------------------------
     def open(self) -> "RealVG":
-        self.workdir.mkdir(parents=True, exist_ok=True)
         for sub in ("lock", "backup", "archive", "lvm", "lvm-noaio"):
             (self.workdir / sub).mkdir(exist_ok=True)
         with open(self.image, "wb") as f:
@@ -109,14 +107,7 @@ class RealVG:
             subprocess.run(["losetup", "-d", self.device], check=False,
                            capture_output=True)
             self.device = None
-        if self._own_workdir:
-            shutil.rmtree(self.workdir, ignore_errors=True)
-        else:
-            for name in ("pv.img",):
-                try:
-                    (self.workdir / name).unlink()
-                except FileNotFoundError:
-                    pass
+        shutil.rmtree(self.workdir, ignore_errors=True)
 
     def __enter__(self) -> "RealVG":
         return self.open()

@@ -26,7 +26,6 @@ import os
 import subprocess
 import tempfile
 import threading
-import time
 import warnings
 from typing import Any, Callable
 
@@ -98,19 +97,17 @@ class PoolUsageFiller:
 # ---------------------------------------------------------------------------
 # this project
 
-def make_driver(*, vg_name: str, conf_dir: str, lock_path: str | None = None,
-                fill_pool_usage: bool) -> ThinLVMDriver:
+def make_driver(*, vg_name: str, conf_dir: str, fill_pool_usage: bool) -> ThinLVMDriver:
     """A ThinLVMDriver on the benchmark VG, configured as an operator would."""
     overrides = {"volume_group": vg_name, "lvm_thin_pool_name": "pool",
                  "lvm_create_thin_pool": False,
-                 "lock_path": lock_path or tempfile.mkdtemp(prefix="dk-bench-locks-"),
+                 "lock_path": tempfile.mkdtemp(prefix="dk-bench-locks-"),
                  "lvm_conf_file": os.path.join(conf_dir, "lvm.conf"),
                  "lvm_command_timeout": 600.0}
     conf = load_backend_config(extra_opts=LVM_OPTS, overrides=overrides)
     executor = None
     if fill_pool_usage:
-        executor = LVMExecutor(root_helper=None if os.geteuid() == 0 else "sudo",
-                               lvm_system_dir=conf_dir, timeout_s=600.0,
+        executor = LVMExecutor(lvm_system_dir=conf_dir, timeout_s=600.0,
                                runner=PoolUsageFiller(ProcessRunner(), "pool"))
     return ThinLVMDriver(conf, executor=executor)
 
@@ -188,9 +185,3 @@ def bare_lvs(argv: list[str], env: dict[str, str]) -> str:
     if proc.returncode != 0:
         raise RuntimeError(f"{argv} failed: {proc.stderr[-400:]!r}")
     return proc.stdout.decode()
-
-
-def timed(fn: Callable[[], Any]) -> tuple[float, Any]:
-    start = time.perf_counter()
-    value = fn()
-    return time.perf_counter() - start, value

@@ -17,15 +17,13 @@ import random
 import string
 from dataclasses import dataclass
 
+from lvm_driver.driver import SNAPSHOT_TAG, VOLUME_TAG
+
 SECTOR = 512
 MiB = 1024 ** 2
 GiB = 1024 ** 3
 #: LVM reserves the first MiB of a PV (label + metadata header area alignment)
 PV_LABEL_BYTES = 1 * MiB
-#: tag the driver puts on volumes it creates (lvm_driver.driver.VOLUME_TAG)
-VOLUME_TAG = "driver_kit_volume"
-#: tag the driver puts on snapshots it creates
-SNAPSHOT_TAG = "driver_kit_snapshot"
 _UUID_CHARS = string.ascii_letters + string.digits
 
 
