@@ -25,7 +25,9 @@ LOG = logging.getLogger(__name__)
 
 __all__ = ["AdmissionGate"]
 
-#: how many queued requests may share one fresh read before it is taken anew
+#: how many requests in a row may be handed the external lock without its release
+#: (counting the one that took it); then it is released and taken anew, which
+#: gives other processes a turn and discards the shared read
 MAX_SHARED_READS = 32
 
 
@@ -86,14 +88,13 @@ class AdmissionGate:
                 lock.acquire()
                 state.external = lock
             if state.facts is None or state.reader is not owner:
-                # under a lock held all along, a fresh read already shows every claim
-                state.facts, state.reader, state.claims = None, None, {}
                 try:
-                    state.facts = read_facts()
+                    facts = read_facts()
                 except BaseException:
-                    self._release_external(state)
+                    self._release_external(state)  # also forgets the old facts and claims
                     raise
-                state.reader = owner
+                # under a lock held all along, a fresh read already shows every claim
+                state.facts, state.reader, state.claims = facts, owner, {}
             state.shared_uses += 1
             session = _Session(state.facts, state.claims)
             try:

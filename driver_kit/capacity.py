@@ -25,7 +25,7 @@ __all__ = [
     "AUTO", "INITIAL_AUTO_RATIO", "CALCULATIONS", "AdmissionCheck",
     "AdmissionDecision", "admit", "max_admissible", "calculate_capacity_factors",
     "calculate_max_over_subscription_ratio", "calculate_virtual_free_capacity",
-    "validate_ratio", "validate_reserved_percentage",
+    "reserved_gb", "validate_ratio", "validate_reserved_percentage",
 ]
 
 AUTO: Final = "auto"
@@ -88,13 +88,23 @@ def _check_bool(name: str, value: Any) -> bool:
 # --------------------------------------------------------------------------
 # Cinder-exact cores (no validation: the scheduler feeds them anything)
 
+def reserved_gb(total_capacity: Any, reserved_percentage: Any) -> int:
+    """The reserved GiB of a pool, floored in floating point exactly as Cinder does.
+
+    ``floor(float(total) * (float(pct) / 100))``: 100 GiB at 29% reserves 28
+    GiB, not the 29 exact arithmetic gives (``100.0 * 0.29`` is 28.999999999999996).
+    Every reserved amount in the kit (capacity factors, admission, Placement)
+    is this one expression; it does not validate its inputs.
+    """
+    return math.floor(float(total_capacity) * (float(reserved_percentage) / 100))
+
+
 def _factors(total_capacity: Any, free_capacity: Any, provisioned_capacity: Any,
              thin_provisioning_support: Any, max_over_subscription_ratio: Any,
              reserved_percentage: Any, thin: Any) -> dict[str, Any]:
     """Capacity factors exactly as Cinder's scheduler computes them."""
     total = float(total_capacity)
-    reserved_fraction = float(reserved_percentage) / 100
-    reserved_capacity = math.floor(total * reserved_fraction)
+    reserved_capacity = reserved_gb(total, reserved_percentage)
     total_reserved_available = total - reserved_capacity
 
     if thin and thin_provisioning_support:
@@ -343,10 +353,8 @@ def _validated(total_capacity: Any, free_capacity: Any, provisioned_capacity: An
     if calculation not in CALCULATIONS:
         raise InvalidInput(f"calculation must be one of {', '.join(CALCULATIONS)}, "
                            f"got {calculation!r}")
-    # floored in floating point exactly as Cinder does (100 GiB at 29% reserves 28)
-    reserved = math.floor(float(total) * (float(reserved_pct) / 100))
     return _PoolInputs(total, free, provisioned, pending, float(ratio) if thin else 1.0,
-                       reserved_pct, reserved, thin, calculation)
+                       reserved_pct, reserved_gb(total, reserved_pct), thin, calculation)
 
 
 def _limits(pool: _PoolInputs) -> list[_Limit]:
@@ -375,7 +383,7 @@ def admit(*, total_capacity: float, free_capacity: float, provisioned_capacity: 
           calculation: str = "cinder", pool_name: str = "") -> AdmissionDecision:
     """Decide whether ``requested`` GiB more fit a pool (DESIGN.md, Admission).
 
-    reserved = floor(total * reserved% / 100);
+    reserved = reserved_gb(total, reserved%) (Cinder's float floor);
     thin standard: provisioned + in_flight + requested <= (total - reserved) * ratio;
     thin cinder: the standard check and requested <= (free - reserved) * ratio;
     thick: requested <= min(free - reserved - in_flight,

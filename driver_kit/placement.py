@@ -8,8 +8,10 @@ the kit's admission decision (``driver_kit.capacity.admit``):
 
 * ``total``: the pool's total in whole GiB (Placement counts integers; the
   reported total is floored, so a fractional GiB is never offered);
-* ``reserved``: the reserved GiB exactly as Cinder and the kit compute it,
-  ``floor(total_capacity_gb * reserved_percentage / 100)``;
+* ``reserved``: the reserved GiB exactly as Cinder and the kit compute it
+  (``capacity.reserved_gb``: ``floor(float(total_capacity_gb) *
+  (float(reserved_percentage) / 100))`` in floating point, so 100 GiB at 29%
+  reserves 28, not 29);
 * ``allocation_ratio``: the pool's max over-subscription ratio ('auto'
   already resolved) when it is thin, 1.0 when it is thick only;
 * ``usage``: the provisioned GiB (rounded up), counted from the backend;
@@ -31,6 +33,7 @@ import math
 from dataclasses import dataclass
 from typing import Any, Final, Mapping
 
+from driver_kit.capacity import reserved_gb
 from driver_kit.exceptions import InvalidStats
 
 __all__ = ["RESOURCE_CLASS", "Inventory", "pool_inventory", "resource_providers"]
@@ -84,15 +87,12 @@ def pool_inventory(pool: Mapping[str, Any]) -> Inventory | None:
     total = math.floor(total_gb)
     if total < 1:
         return None
-    reserved_percentage = _number(pool, "reserved_percentage")
-    # the same float expression as Cinder's scheduler and capacity.admit()
-    reserved = math.floor(total_gb * (reserved_percentage / 100))
+    reserved = reserved_gb(total_gb, _number(pool, "reserved_percentage"))
     thin = bool(pool.get("thin_provisioning_support"))
     ratio = _number(pool, "max_over_subscription_ratio") if thin else 1.0
     largest = int(_number(pool, "max_volume_size_gb"))
-    if largest < 1:
-        return Inventory(total=total, reserved=total, min_unit=1, max_unit=1, step_size=1,
-                         allocation_ratio=ratio)
+    if largest < 1:  # nothing fits: reserve everything, keep max_unit >= min_unit
+        reserved, largest = total, 1
     return Inventory(total=total, reserved=min(reserved, total), min_unit=1,
                      max_unit=largest, step_size=1, allocation_ratio=ratio)
 

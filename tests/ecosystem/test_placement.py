@@ -68,7 +68,7 @@ def test_placement_formula_equals_the_kit_admission_cap(
     assert inventory is not None
     assert inventory.total == 20
     assert inventory.allocation_ratio == thin["max_over_subscription_ratio"]
-    assert inventory.reserved == math.floor(20 * options["reserved_percentage"] / 100)
+    assert inventory.reserved == capacity.reserved_gb(20, options["reserved_percentage"])
     # (total - reserved) * allocation_ratio is the kit's cap, to the digit
     assert inventory.capacity == _kit_cap(thin, calculation)
     usage = resource_providers(stats)["resource_providers"][0]["usages"]["DISK_GB"]
@@ -99,6 +99,25 @@ def test_thick_pool_has_ratio_one_and_never_offers_more_than_the_kit(tmp_path: P
     usage = math.ceil(thick["provisioned_capacity_gb"])
     for size in range(1, 8):
         assert inventory.fits(usage, size) == _admit(thick, size, "cinder").admitted, size
+
+
+@pytest.mark.parametrize("thin", [True, False], ids=["thin", "thick"])
+def test_reserved_is_cinders_float_floor(thin: bool) -> None:
+    """100 GiB at 29%: Cinder reserves 28 (float floor), and so does the inventory."""
+    pool = {"pool_name": "p", "total_capacity_gb": 100.0, "free_capacity_gb": 100.0,
+            "provisioned_capacity_gb": 0.0, "reserved_percentage": 29,
+            "max_over_subscription_ratio": 2.0 if thin else 1.0,
+            "thin_provisioning_support": thin, "backend_state": "up"}
+    pool["max_volume_size_gb"] = capacity.max_admissible(
+        total_capacity=100.0, free_capacity=100.0, provisioned_capacity=0.0,
+        max_over_subscription_ratio=pool["max_over_subscription_ratio"],
+        reserved_percentage=29, thin=thin)
+    inventory = pool_inventory(pool)
+    assert inventory is not None
+    assert inventory.reserved == 28
+    assert inventory.capacity == (144 if thin else 72) == _kit_cap(pool, "cinder")
+    for size in range(1, int(inventory.capacity) + 3):
+        assert inventory.fits(0, size) == _admit(pool, size, "cinder").admitted, size
 
 
 def test_a_full_pool_offers_nothing_and_a_down_pool_has_no_inventory() -> None:

@@ -1,10 +1,11 @@
 import math
 
 import pytest
-from hypothesis import given, strategies as st
+from hypothesis import example, given, strategies as st
 
 from driver_kit import capacity
 from driver_kit.exceptions import InvalidInput, InvalidSize
+from driver_kit.scheduler import backend_passes
 
 capacities = st.floats(min_value=0, max_value=1e6, allow_nan=False).map(lambda x: round(x, 2))
 ratios = st.floats(min_value=1.0, max_value=100.0).map(lambda x: round(x, 2))
@@ -95,6 +96,36 @@ def test_admit_counts_in_flight_and_reserved():
                   reserved_percentage=5).admitted
 
 
+@pytest.mark.parametrize("total, pct, expected", [
+    (100, 29, 28),  # 100.0 * 0.29 == 28.999999999999996: Cinder reserves 28, not 29
+    (100, 10, 10), (1024, 5, 51), (100, 0, 0), (100, 100, 100), (0, 50, 0),
+])
+def test_reserved_gb_is_cinders_float_floor(total, pct, expected):
+    assert capacity.reserved_gb(total, pct) == expected
+    assert isinstance(capacity.reserved_gb(total, pct), int)
+
+
+def test_admit_reserves_as_cinder_does_at_a_float_boundary():
+    """100 GiB at 29%: Cinder reserves 28, so a thick 72 fits and 73 does not."""
+    pool = dict(total_capacity=100, free_capacity=100, provisioned_capacity=0,
+                max_over_subscription_ratio=1.0, reserved_percentage=29, thin=False)
+    assert capacity.admit(requested=1, **pool).reserved_capacity_gb == 28
+    assert capacity.calculate_capacity_factors(100, 100, 0, False, 1.0, 29, False)[
+        "reserved_capacity"] == 28
+    assert capacity.max_admissible(**pool) == 72
+    cinder_pool = {"pool_name": "p", "total_capacity_gb": 100, "free_capacity_gb": 100,
+                   "provisioned_capacity_gb": 0, "reserved_percentage": 29,
+                   "thin_provisioning_support": False, "thick_provisioning_support": True}
+    for size, fits in ((72, True), (73, False)):
+        assert capacity.admit(requested=size, **pool).admitted is fits, size
+        assert backend_passes(cinder_pool, {"size": size, "extra_specs": {
+            "provisioning:type": "thick"}}) is fits, size
+    # thin: the cap is (100 - 28) * 2 = 144
+    thin = dict(pool, thin=True, max_over_subscription_ratio=2.0)
+    assert capacity.admit(requested=144, **thin).admitted
+    assert not capacity.admit(requested=145, **thin).admitted
+
+
 def test_admit_thick_uses_free_minus_reserved():
     assert not _admit(thin=False, free_capacity=15, reserved_percentage=10, requested=6).admitted
     assert _admit(thin=False, free_capacity=15, reserved_percentage=10, requested=5).admitted
@@ -114,6 +145,9 @@ def test_admit_refuses_bad_input(kw, error):
 @given(total=capacities, free_fraction=st.floats(0, 1), provisioned=capacities, ratio=ratios,
        reserved_pct=reserved, size=sizes, in_flight=capacities,
        calculation=st.sampled_from(capacity.CALCULATIONS), thin=st.booleans())
+# Cinder reserves 28 GiB of 100 at 29%, so this thick 72 GiB is admitted at the cap
+@example(total=100, free_fraction=1.0, provisioned=0, ratio=1.0, reserved_pct=29, size=72,
+         in_flight=0, calculation="cinder", thin=False)
 def test_admission_never_admits_past_the_cap(total, free_fraction, provisioned, ratio,
                                              reserved_pct, size, in_flight, calculation, thin):
     free = round(total * free_fraction, 2)
@@ -122,7 +156,7 @@ def test_admission_never_admits_past_the_cap(total, free_fraction, provisioned, 
                               max_over_subscription_ratio=ratio,
                               reserved_percentage=reserved_pct, thin=thin,
                               in_flight=in_flight, calculation=calculation)
-    reserved_gb = math.floor(total * reserved_pct / 100)
+    reserved_gb = capacity.reserved_gb(total, reserved_pct)  # Cinder's float floor
     if decision.admitted:
         if thin:
             assert provisioned + in_flight + size <= (total - reserved_gb) * ratio + 1e-6

@@ -228,15 +228,75 @@ def test_two_instances_in_one_process_exclude_each_other(tmp_path):
     assert outcome and sorted(first.volumes) == ["a"]
 
 
+@pytest.mark.parametrize("first_gb, second_gb, second_volumes, size, admitted", [
+    # the first instance's pool is small: its facts and claim would refuse
+    (10, 100, {}, 190, True),
+    # the second instance's own pool is full: the first's facts would admit
+    (100, 10, {"old": 20}, 1, False),
+], ids=["would-wrongly-refuse", "would-wrongly-admit"])
+def test_queued_instances_never_share_each_others_fresh_read(
+        tmp_path, first_gb, second_gb, second_volumes, size, admitted):
+    """Same lock file, different driver instances: the handed-on lock keeps no facts.
+
+    The second instance queues while the first holds the lock, so the external
+    lock is handed on; it must still read its own backend, with no claims of
+    the first's counted against it.
+    """
+    first, second = make(tmp_path, total_gb=first_gb), make(tmp_path, total_gb=second_gb)
+    assert first.lock_file() == second.lock_file()
+    second.volumes.update(second_volumes)
+    reads = []
+    original_read = second.backend_read_pools
+    second.backend_read_pools = lambda: reads.append(1) or original_read()
+    entered, release = threading.Event(), threading.Event()
+    original_create = first.backend_create_volume
+
+    def slow_create(name, size_gb, *, pool_name, thin):
+        entered.set()
+        release.wait(5)
+        original_create(name, size_gb, pool_name=pool_name, thin=thin)
+
+    first.backend_create_volume = slow_create
+    racer = threading.Thread(target=first.create_volume, args=("a", 15))
+    racer.start()
+    assert entered.wait(5)
+    outcome = []
+
+    def queued():
+        try:
+            second.create_volume("b", size)
+            outcome.append(True)
+        except CapacityExceeded:
+            outcome.append(False)
+
+    waiter = threading.Thread(target=queued)
+    waiter.start()
+    state = first._gate._state(first.configuration.backend)
+    for _ in range(500):  # until the second request waits for the lock
+        if state.waiting:
+            break
+        waiter.join(0.01)
+    assert state.waiting == 1 and not reads
+    release.set()
+    racer.join(5)
+    waiter.join(5)
+    assert first.volumes == {"a": 15}
+    assert outcome == [admitted] and reads == [1]
+    assert ("b" in second.volumes) is admitted
+
+
 def test_provisioned_notification_uses_the_cinder_cap(tmp_path):
     sent = []
     driver = MemoryDriver(load_backend_config(overrides={
         "lock_path": str(tmp_path), "max_over_subscription_ratio": "2.0",
-        "reserved_percentage": 10, "capacity_warning_provisioned_percent": 50}),
+        "reserved_percentage": 29, "capacity_warning_provisioned_percent": 50}),
         notifier=lambda e, p: sent.append((e, p)))
-    driver.create_volume("a", 90)  # cap (100 - 10) * 2 = 180; half is 90: not over
+    # Cinder reserves floor(100.0 * 0.29) = 28 GiB (not 29): cap (100 - 28) * 2 = 144,
+    # half is 72 (exact arithmetic would say 71): 72 provisioned is not over
+    driver.create_volume("a", 72)
     pool(driver)
     assert not [e for e, _ in sent if e == "capacity.provisioned_over_limit"]
     driver.create_volume("b", 1)
     pool(driver)
-    assert sent[-1][0] == "capacity.provisioned_over_limit" and sent[-1][1]["limit_gb"] == 90
+    assert sent[-1][0] == "capacity.provisioned_over_limit" and sent[-1][1]["limit_gb"] == 72
+    assert sent[-1][1]["provisioned_capacity_gb"] == 73
