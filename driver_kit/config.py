@@ -109,13 +109,19 @@ class BackendConfig:
     options: Any = None
 
     def get(self, name: str, default: Any = None) -> Any:
-        """A driver-specific option of this backend's section (``default`` if unset)."""
+        """A driver-specific option of this backend's section (``default`` if unset).
+
+        A value oslo.config refuses (out of range, not a number) is a ConfigError
+        naming the section and option.
+        """
         if self.options is None:
             return default
         try:
             value = getattr(self.options, name)
         except (cfg.NoSuchOptError, AttributeError):
             return default
+        except (cfg.ConfigFileValueError, ValueError) as exc:
+            raise ConfigError(f"[{self.backend}] {name}: {exc}") from exc
         return default if value is None else value
 
 

@@ -1,7 +1,9 @@
 """``ThinLVMDriver``: the reference driver, one LVM volume group with a thin pool.
 
 Built only on driver_kit's public API. Every stats refresh costs exactly one
-``lvs`` process; every create one fresh ``lvs`` plus one ``lvcreate``.
+``lvs`` process; every create one fresh ``lvs`` plus one ``lvcreate``; every
+delete one ``lvs`` (the LV must be one of the driver's volumes or snapshots)
+plus one ``lvremove``.
 
 Pools: the thin pool is one pool (total = pool data size, free = data not
 yet written, also bounded by metadata use). When ``lvm_offer_thick`` is set,
@@ -21,11 +23,11 @@ from typing import Any, Sequence
 
 from oslo_config import cfg
 
-from driver_kit import (AlreadyExists, BackendConfig, GiB, InvalidInput, NotFound,
-                        PoolFacts, SetupError, SnapshotNotFound, VolumeDriver, VolumeInfo,
-                        VolumeNotFound)
+from driver_kit import (AlreadyExists, BackendConfig, ConfigError, GiB, InvalidInput,
+                        NotFound, PoolFacts, SetupError, SnapshotNotFound, VolumeDriver,
+                        VolumeInfo, VolumeNotFound)
 from driver_kit.compliance import ComplianceHooks
-from lvm_driver.executor import LVMCommandError, LVMExecutor
+from lvm_driver.executor import LVMError, LVMExecutor, LVMVolumeGroupNotFoundError
 from lvm_driver.lvm import (LogicalVolume, VGReport, VolumeGroup, validate_lv_name,
                             validate_vg_name)
 
@@ -39,6 +41,10 @@ VOLUME_TAG = "driver_kit_volume"
 #: tag on every snapshot the driver creates
 SNAPSHOT_TAG = "driver_kit_snapshot"
 
+#: what ``ThinLVMDriver._kind`` calls the LVs the driver manages
+_VOLUME = "a volume"
+_SNAPSHOT = "a snapshot"
+
 LVM_OPTS = [
     cfg.StrOpt("volume_group", default="cinder-volumes",
                help="Volume group holding the thin pool and the volumes."),
@@ -47,22 +53,22 @@ LVM_OPTS = [
                     "as in Cinder's LVM driver."),
     cfg.BoolOpt("lvm_create_thin_pool", default=True,
                 help="Create the thin pool in do_setup() when it is missing."),
-    cfg.IntOpt("lvm_thin_pool_size_percent", default=95, min=1, max=100,
+    cfg.IntOpt("lvm_thin_pool_size_percent", default=95, min=1, max=99,
                help="Size of a thin pool created by do_setup(), as a percentage of the "
-                    "volume group's free space."),
+                    "volume group's free space (at most 99: LVM needs the rest for the "
+                    "pool's metadata and its spare)."),
     cfg.BoolOpt("lvm_offer_thick", default=False,
                 help="Offer thick (linear) volumes from the VG's free extents as a second, "
                      "thick-only pool chosen with provisioning:type=thick."),
     cfg.StrOpt("lvm_conf_file",
                help="An lvm.conf to use instead of the system's; LVM_SYSTEM_DIR is set to "
-                    "its directory for every LVM command."),
+                    "its directory for every LVM command, so the file must be named "
+                    "lvm.conf."),
     cfg.StrOpt("lvm_root_helper",
                help="Command prefix for LVM (e.g. 'sudo'); unset: none when running as "
                     "root, 'sudo' otherwise."),
     cfg.FloatOpt("lvm_command_timeout", default=120.0,
                  help="Seconds an LVM command may run before it is stopped."),
-    cfg.StrOpt("volume_name_template", default="volume-%s",
-               help="Template turning a volume id into its LV name, as in Cinder."),
     cfg.StrOpt("lvm_backend", default="real", choices=["real", "simulator"],
                help="'real' runs LVM; 'simulator' runs the embedded LVM simulator."),
     cfg.StrOpt("lvm_simulator_state_file",
@@ -98,13 +104,21 @@ class ThinLVMDriver(VolumeDriver):
         self.pool_name = validate_lv_name(conf.get("lvm_thin_pool_name")
                                           or f"{self.vg_name}-pool")
         self.offer_thick = bool(conf.get("lvm_offer_thick", False))
+        self.pool_size_percent = conf.get("lvm_thin_pool_size_percent", 95)
+        conf_file = conf.get("lvm_conf_file")
+        if conf_file and os.path.basename(conf_file) != "lvm.conf":
+            raise ConfigError(
+                f"[{conf.backend}] lvm_conf_file = {conf_file!r}: LVM only "
+                f"reads a file named lvm.conf from LVM_SYSTEM_DIR (set to its directory); "
+                f"name the file lvm.conf")
         self.simulator = None
-        self.executor = executor or self._make_executor()
+        #: the last report backend_read_pools read (admission reads one before every create)
+        self._last_report: VGReport | None = None
+        self.executor = executor or self._make_executor(conf_file)
         self.vg = VolumeGroup(self.vg_name, executor=self.executor)
 
-    def _make_executor(self) -> LVMExecutor:
+    def _make_executor(self, conf_file: str | None) -> LVMExecutor:
         conf = self.configuration
-        conf_file = conf.get("lvm_conf_file")
         root_helper = conf.get("lvm_root_helper")
         if root_helper is None:
             root_helper = None if os.geteuid() == 0 else "sudo"
@@ -119,19 +133,23 @@ class ThinLVMDriver(VolumeDriver):
 
     # ------------------------------------------------------------------ setup
     def do_setup(self) -> None:
-        """Create the thin pool when it is missing and config allows it."""
-        if self.simulator is not None and not self.vg.vg_exists():
+        """Create the thin pool when it is missing and config allows it.
+
+        One ``lvs`` (plus the ``vgs`` it needs when the VG has no LV at all),
+        then the ``lvcreate`` of the pool if one is made.
+        """
+        try:
+            report = self.vg.report()
+        except LVMVolumeGroupNotFoundError:
+            if self.simulator is None:
+                return  # check_for_setup_error says what to fix
             size = self.configuration.get("lvm_simulator_vg_size_gb", 100) * GiB
             self.simulator.create_vg(self.vg_name, size)
-        if not self.vg.vg_exists():
-            return  # check_for_setup_error says what to fix
-        report = self.vg.report()
+            report = self.vg.report()
         if report.find_lv(self.pool_name) is None and \
                 self.configuration.get("lvm_create_thin_pool", True):
-            info = self.vg.vg_info()
-            percent = self.configuration.get("lvm_thin_pool_size_percent", 95)
-            extent = info.extent_size_bytes
-            size = info.vg_free_bytes * percent // 100 // extent * extent
+            extent = report.extent_size_bytes
+            size = report.vg_free_bytes * self.pool_size_percent // 100 // extent * extent
             LOG.info("creating thin pool %s/%s of %d bytes", self.vg_name, self.pool_name, size)
             self.vg.create_thin_pool(self.pool_name, size)
 
@@ -160,6 +178,7 @@ class ThinLVMDriver(VolumeDriver):
     def backend_read_pools(self) -> Sequence[PoolFacts]:
         """Every pool from ONE ``lvs`` of the volume group."""
         report = self.vg.report()
+        self._last_report = report
         pools = [self._thin_pool_facts(report)]
         if self.offer_thick:
             pools.append(self._thick_pool_facts(report))
@@ -200,7 +219,7 @@ class ThinLVMDriver(VolumeDriver):
             extra={"volume_group": self.vg_name, "snapshot_count": len(snapshots)})
 
     def _thick_pool_facts(self, report: VGReport) -> PoolFacts:
-        thick = [lv for lv in report.lvs if lv.is_thick and not lv.is_hidden]
+        thick = report.thick_volumes()
         provisioned = sum(lv.size_bytes for lv in thick)
         return PoolFacts(
             pool_name=self.vg_name, total_bytes=report.vg_free_bytes + provisioned,
@@ -220,31 +239,64 @@ class ThinLVMDriver(VolumeDriver):
                           pool_name=lv.pool_lv if lv.is_thin_volume else self.vg_name,
                           thin=lv.is_thin_volume)
 
-    def backend_find_volume(self, name: str) -> VolumeInfo | None:
+    def _kind(self, lv: LogicalVolume) -> str:
+        """What ``lv`` is to this driver: ``_VOLUME``, ``_SNAPSHOT`` or what else it is.
+
+        The one place that decides which LVs the driver finds, copies and
+        deletes as volumes or snapshots: thin LVs of its own pool (snapshot
+        or volume as ``_is_snapshot`` tells, the split the pool's stats make)
+        and visible thick LVs (what the thick pool counts). Anything else is
+        described, for the error that refuses to touch it.
+        """
+        if lv.is_hidden:
+            return "an LVM-internal LV"
+        if lv.is_thin_pool:
+            if lv.name == self.pool_name:
+                return "the driver's thin pool (removing it removes every volume in it)"
+            return "a thin pool (removing it removes every volume in it)"
+        if lv.is_thin_volume:
+            if lv.pool_lv != self.pool_name:
+                return f"a thin LV of thin pool {lv.pool_lv!r}, not of {self.pool_name!r}"
+            return _SNAPSHOT if self._is_snapshot(lv) else _VOLUME
+        if lv.is_thick:
+            return _VOLUME
+        return f"an LV of a type this driver does not manage (lv_attr {lv.attr.raw!r})"
+
+    def _find(self, name: str, kind: str) -> VolumeInfo | None:
         lv = self.vg.report().find_lv(name)
-        if lv is None or lv.is_hidden or lv.is_thin_pool or self._is_snapshot(lv):
-            return None
-        if lv.is_thin_volume and lv.pool_lv != self.pool_name:
-            return None  # another pool's volume: not ours to manage
-        return self._info(lv)
+        return self._info(lv) if lv is not None and self._kind(lv) == kind else None
+
+    def backend_find_volume(self, name: str) -> VolumeInfo | None:
+        return self._find(name, _VOLUME)
 
     def backend_find_snapshot(self, name: str) -> VolumeInfo | None:
-        lv = self.vg.report().find_lv(name)
-        return self._info(lv) if lv is not None and self._is_snapshot(lv) else None
+        return self._find(name, _SNAPSHOT)
 
     # ------------------------------------------------------------ operations
     def _create_cleanly(self, name: str, create: Any) -> None:
-        """Run a create; if it fails after LVM made the LV, remove it again."""
+        """Run a create; if it fails after LVM made the LV, remove it again.
+
+        Any LVMError counts, a timeout too: LVM may have made the LV before
+        it was stopped. An LV of that name that the report read for this
+        create's admission already listed is not this create's and is left
+        alone (a crashed or timed-out lvcreate need not have reached LVM's
+        own "already exists" check).
+        """
+        before = self._last_report
         try:
             create()
         except AlreadyExists:
             raise
-        except LVMCommandError:
+        except LVMError:
             try:
                 if self.vg.report().find_lv(name) is not None:
-                    LOG.warning("create of %s failed after the LV was made; removing it",
-                                name)
-                    self.vg.delete(name)
+                    if before is not None and before.find_lv(name) is not None:
+                        LOG.error("create of %s failed; the LV of that name existed "
+                                  "before it, so it is left alone", name)
+                    else:
+                        LOG.warning("create of %s failed after the LV was made; "
+                                    "removing it", name)
+                        self.vg.delete(name)
             except Exception:  # report the original failure, not the clean-up's
                 LOG.exception("could not clean up %s after a failed create", name)
             raise
@@ -259,11 +311,27 @@ class ThinLVMDriver(VolumeDriver):
             self._create_cleanly(name, lambda: self.vg.create_thick_volume(
                 name, size, tags=(VOLUME_TAG,)))
 
-    def backend_delete_volume(self, name: str) -> None:
+    def _delete(self, name: str, kind: str, not_found: NotFound) -> None:
+        """Remove ``name`` only if it is a ``kind``: one ``lvs``, then one ``lvremove``.
+
+        ``lvremove`` removes whatever it is given (a thin pool with all its
+        volumes, a snapshot, another pool's LV), so the LV is looked up
+        first; anything that is not a ``kind`` is refused untouched.
+        """
+        lv = self.vg.report().find_lv(name)
+        if lv is None:
+            raise not_found
+        what = self._kind(lv)
+        if what != kind:
+            raise InvalidInput(f"logical volume {self.vg_name}/{name} is {what}, not "
+                               f"{kind}: nothing was deleted")
         try:
             self.vg.delete(name)
-        except NotFound as exc:
-            raise VolumeNotFound(f"no volume {name!r}") from exc
+        except NotFound as exc:  # gone since the lvs
+            raise not_found from exc
+
+    def backend_delete_volume(self, name: str) -> None:
+        self._delete(name, _VOLUME, VolumeNotFound(f"no volume {name!r}"))
 
     def backend_extend_volume(self, name: str, new_size_gb: int) -> None:
         self.vg.extend(name, new_size_gb * GiB)
@@ -276,19 +344,19 @@ class ThinLVMDriver(VolumeDriver):
             name, volume.name, tags=(SNAPSHOT_TAG,)))
 
     def backend_delete_snapshot(self, name: str) -> None:
-        try:
-            self.vg.delete(name)
-        except NotFound as exc:
-            raise SnapshotNotFound(f"no snapshot {name!r}") from exc
+        self._delete(name, _SNAPSHOT, SnapshotNotFound(f"no snapshot {name!r}"))
 
     def _copy_of(self, name: str, source: VolumeInfo, size_gb: int) -> None:
         if not source.thin:
             raise InvalidInput(f"{source.name!r} is thick: this driver copies thin "
                                f"volumes only")
-        self._create_cleanly(name, lambda: self.vg.create_thin_snapshot(
-            name, source.name, tags=(VOLUME_TAG,), activate=True))
-        if size_gb > source.size_gb:
-            self._create_cleanly(name, lambda: self.vg.extend(name, size_gb * GiB))
+
+        def copy() -> None:  # one clean-up for both steps: a failed lvextend removes the copy
+            self.vg.create_thin_snapshot(name, source.name, tags=(VOLUME_TAG,), activate=True)
+            if size_gb > source.size_gb:
+                self.vg.extend(name, size_gb * GiB)
+
+        self._create_cleanly(name, copy)
 
     def backend_create_volume_from_snapshot(self, name: str, snapshot: VolumeInfo,
                                             size_gb: int) -> None:
@@ -296,11 +364,6 @@ class ThinLVMDriver(VolumeDriver):
 
     def backend_clone_volume(self, name: str, source: VolumeInfo, size_gb: int) -> None:
         self._copy_of(name, source, size_gb)
-
-    def volume_name(self, volume_id: str) -> str:
-        """The LV name of a volume id, through ``volume_name_template``."""
-        return validate_lv_name(self.configuration.get("volume_name_template",
-                                                       "volume-%s") % volume_id)
 
 
 # ------------------------------------------------------------ compliance hooks

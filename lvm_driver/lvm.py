@@ -217,18 +217,19 @@ class LogicalVolume(NamedTuple):
     metadata_percent: float | None
     tags: tuple[str, ...]
 
+    # lv_attr is decoded by LVAttr alone; these delegate to its predicates.
     @property
     def is_thin_pool(self) -> bool:
-        return self.attr.volume_type == "t"
+        return self.attr.is_thin_pool
 
     @property
     def is_thin_volume(self) -> bool:
-        return self.attr.volume_type == "V"
+        return self.attr.is_thin_volume
 
     @property
     def is_thin_snapshot(self) -> bool:
         """A thin volume that still has an origin (LVM forgets it once removed)."""
-        return self.attr.volume_type == "V" and self.origin is not None
+        return self.origin is not None and self.attr.is_thin_volume
 
     @property
     def is_hidden(self) -> bool:
@@ -242,7 +243,7 @@ class LogicalVolume(NamedTuple):
 
     @property
     def is_active(self) -> bool:
-        return self.attr.state == "a"
+        return self.attr.is_active
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -288,7 +289,7 @@ class VGReport:
     def thin_volumes(self, pool_name: str) -> tuple[LogicalVolume, ...]:
         """Every thin volume of the pool, snapshots included."""
         return tuple(lv for lv in self.lvs
-                     if lv.pool_lv == pool_name and lv.attr.volume_type == "V")
+                     if lv.pool_lv == pool_name and lv.attr.is_thin_volume)
 
     def thick_volumes(self) -> tuple[LogicalVolume, ...]:
         return tuple(lv for lv in self.lvs if lv.is_thick)

@@ -203,6 +203,17 @@ def test_lv_attr_health_flags():
     assert LVAttr.parse("-wim-a----").fixed_minor is True
 
 
+@pytest.mark.parametrize("raw", ["twi-aotz--", "Vwi-a-tz--", "Vwi---tz-k", "Vwi-XXtz--",
+                                 "-wi-a-----", "-wi-------", "Twi-ao----", "ewi-------"])
+@pytest.mark.parametrize("origin", [None, "vol1"])
+def test_logical_volume_predicates_are_those_of_its_lv_attr(raw, origin):
+    attr = LVAttr.parse(raw)
+    lv = LogicalVolume("lv", 4 * MiB, attr, "pool", origin, None, None, ())
+    assert (lv.is_thin_pool, lv.is_thin_volume, lv.is_active) == \
+        (attr.is_thin_pool, attr.is_thin_volume, attr.is_active)
+    assert lv.is_thin_snapshot == (attr.is_thin_volume and origin is not None)
+
+
 @pytest.mark.parametrize("raw", ["", "twi-aotz-", "twi-aotz---", None])
 def test_lv_attr_must_have_ten_characters(raw):
     with pytest.raises(LVMOutputError, match="10 characters"):

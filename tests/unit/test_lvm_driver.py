@@ -2,9 +2,10 @@
 
 import pytest
 
-from driver_kit import (AlreadyExists, CapacityExceeded, GiB, InvalidInput, InvalidName,
-                        InvalidSize, SetupError, VolumeNotFound, load_backend_config,
-                        validate_stats)
+from driver_kit import (AlreadyExists, CapacityExceeded, ConfigError, GiB, InvalidInput,
+                        InvalidName, InvalidSize, SetupError, SnapshotNotFound, VolumeNotFound,
+                        load_backend_config, validate_stats)
+from driver_kit.config import make_conf
 from driver_kit.exceptions import BackendError, BackendTimeout, BackendUnavailable
 from lvm_driver.driver import LVM_OPTS, ThinLVMDriver
 from lvm_driver.simulator import LVMSimulator
@@ -187,3 +188,163 @@ def test_snapshot_and_copy_names_are_checked_by_lvm_itself(sim, tmp_path):
         driver.create_cloned_volume("volume-a", "volume-a")
     with pytest.raises(AlreadyExists):
         driver.create_volume_from_snapshot("snap-a", "snap-a")
+
+
+# -- deletes touch only the driver's volumes and snapshots ------------------------------
+
+
+@pytest.fixture
+def crowded(sim, tmp_path):
+    """A volume and its snapshot, plus an operator's second pool with a volume in it."""
+    driver = make(tmp_path)
+    driver.create_volume("volume-a", 1)
+    driver.create_snapshot("snap-a", "volume-a")
+    sim.run(["lvcreate", "-T", "-L", "512m", "dkvg/other"])
+    sim.run(["lvcreate", "-T", "-V", "1g", "-n", "other-vol", "dkvg/other"])
+    assert names(sim) >= {"pool", "volume-a", "snap-a", "other", "other-vol"}
+    return driver
+
+
+@pytest.mark.parametrize("name, what", [
+    ("pool", "the driver's thin pool"),
+    ("other", "a thin pool"),
+    ("snap-a", "a snapshot, not a volume"),
+    ("other-vol", "thin pool 'other', not of 'pool'"),
+])
+def test_delete_volume_refuses_what_is_not_a_volume(sim, crowded, name, what):
+    before = names(sim)
+    with pytest.raises(InvalidInput, match="nothing was deleted") as err:
+        crowded.delete_volume(name)
+    assert what in str(err.value) and f"dkvg/{name}" in str(err.value)
+    assert names(sim) == before
+    assert crowded.backend_find_volume(name) is None
+
+
+@pytest.mark.parametrize("name, what", [
+    ("volume-a", "a volume, not a snapshot"),
+    ("pool", "the driver's thin pool"),
+    ("other-vol", "thin pool 'other'"),
+])
+def test_delete_snapshot_refuses_what_is_not_a_snapshot(sim, crowded, name, what):
+    before = names(sim)
+    with pytest.raises(InvalidInput, match="nothing was deleted") as err:
+        crowded.backend_delete_snapshot(name)
+    assert what in str(err.value)
+    # the public delete finds no snapshot of that name, so it is "already gone"
+    crowded.delete_snapshot(name)
+    assert names(sim) == before
+
+
+def test_deletes_of_missing_lvs_and_their_process_counts(sim, crowded):
+    with pytest.raises(VolumeNotFound):
+        crowded.backend_delete_volume("nope")
+    with pytest.raises(SnapshotNotFound):
+        crowded.backend_delete_snapshot("nope")
+    start = crowded.executor.commands_run
+    crowded.delete_snapshot("snap-a")
+    assert crowded.executor.commands_run - start == 3  # find, lvs, lvremove
+    start = crowded.executor.commands_run
+    crowded.delete_volume("volume-a")
+    assert crowded.executor.commands_run - start == 2  # lvs, lvremove
+    start = crowded.executor.commands_run
+    crowded.delete_volume("volume-a")
+    assert crowded.executor.commands_run - start == 1  # lvs: already gone
+    assert names(sim) == {"pool", "other", "other-vol"}
+
+
+# -- clean-up after failed creates -----------------------------------------------------
+
+
+def test_timeout_after_lvcreate_made_the_lv_leaves_nothing(sim, tmp_path):
+    driver = make(tmp_path, lvm_command_timeout=0.3)
+    sim.inject("lvcreate", hang=True, fail_after_apply=True)
+    with pytest.raises(BackendTimeout):
+        driver.create_volume("volume-a", 1)
+    assert "volume-a" not in names(sim)
+    driver.create_volume("volume-a", 1)
+
+
+@pytest.mark.parametrize("fault", [{"hang": True}, {"exit_code": 139}])
+def test_failed_create_never_removes_an_lv_that_was_there_before(sim, tmp_path, fault):
+    driver = make(tmp_path, lvm_command_timeout=0.3)
+    driver.create_volume("volume-a", 1)
+    sim.inject("lvcreate", **fault)  # fails before LVM's own "already exists" check
+    with pytest.raises(BackendError):
+        driver.create_volume("volume-a", 1)
+    assert "volume-a" in names(sim)
+
+
+@pytest.mark.parametrize("fault", [{"exit_code": 5}, {"hang": True}])
+@pytest.mark.parametrize("copy", ["clone", "from_snapshot"])
+def test_failed_lvextend_of_a_bigger_copy_removes_the_copy(sim, tmp_path, fault, copy):
+    driver = make(tmp_path, lvm_command_timeout=0.3)
+    driver.create_volume("volume-a", 1)
+    driver.create_snapshot("snap-a", "volume-a")
+    sim.inject("lvextend", **fault)
+    with pytest.raises(BackendError):
+        if copy == "clone":
+            driver.create_cloned_volume("volume-b", "volume-a", 2)
+        else:
+            driver.create_volume_from_snapshot("volume-b", "snap-a", 2)
+    assert names(sim) == {"pool", "volume-a", "snap-a"}
+
+
+# -- setup and configuration -------------------------------------------------------------
+
+
+def test_do_setup_process_counts(tmp_path):
+    sim = LVMSimulator(state_file=str(tmp_path / "state.json"))
+    sim.create_vg("dkvg", 10 * GiB)
+    # empty VG: lvs, the vgs an LV-less report needs, lvcreate of the pool
+    assert make(tmp_path).executor.commands_run == 3
+    sim.run(["lvremove", "--force", "dkvg/pool"])
+    sim.run(["lvcreate", "-L", "1g", "-n", "thick-a", "dkvg"])
+    assert make(tmp_path).executor.commands_run == 2  # lvs, lvcreate
+    assert make(tmp_path).executor.commands_run == 1  # lvs: the pool is there
+
+
+def test_do_setup_creates_the_simulators_vg_then_the_pool(tmp_path):
+    driver = make(tmp_path, lvm_simulator_vg_size_gb=4)
+    # lvs (no VG), lvs, vgs (VG without LVs), lvcreate
+    assert driver.executor.commands_run == 4
+    driver.check_for_setup_error()
+    assert 3.5 < driver.get_volume_stats()["pools"][0]["total_capacity_gb"] <= 3.8
+
+
+def test_do_setup_on_a_missing_vg_leaves_it_to_check_for_setup_error(tmp_path):
+    sim = LVMSimulator(state_file=str(tmp_path / "state.json"))
+    driver = ThinLVMDriver(load_backend_config(extra_opts=LVM_OPTS, overrides={
+        "volume_group": "dkvg", "lock_path": str(tmp_path / "locks")}),
+        executor=sim.executor())
+    driver.do_setup()
+    assert driver.executor.commands_run == 1
+    with pytest.raises(SetupError, match="vgcreate dkvg"):
+        driver.check_for_setup_error()
+
+
+def backend_conf(tmp_path, line):
+    path = tmp_path / "kit.conf"
+    path.write_text(f"[DEFAULT]\nenabled_backends = fast\n[fast]\nlvm_backend = simulator\n"
+                    f"lvm_simulator_state_file = {tmp_path / 'state.json'}\n{line}\n")
+    return load_backend_config(make_conf([str(path)]), "fast", extra_opts=LVM_OPTS)
+
+
+def test_thin_pool_size_percent_of_100_is_refused(tmp_path):
+    with pytest.raises(ConfigError, match="lvm_thin_pool_size_percent"):
+        ThinLVMDriver(backend_conf(tmp_path, "lvm_thin_pool_size_percent = 100"))
+    with pytest.raises(ConfigError, match="lvm_thin_pool_size_percent = 100"):
+        load_backend_config(extra_opts=LVM_OPTS,
+                            overrides={"lvm_thin_pool_size_percent": 100})
+    driver = ThinLVMDriver(backend_conf(tmp_path, "lvm_thin_pool_size_percent = 99"))
+    assert driver.pool_size_percent == 99
+
+
+def test_lvm_conf_file_must_be_named_lvm_conf(tmp_path):
+    bad = str(tmp_path / "dk-lvm.conf")
+    with pytest.raises(ConfigError) as err:
+        ThinLVMDriver(backend_conf(tmp_path, f"lvm_conf_file = {bad}"))
+    assert f"[fast] lvm_conf_file = {bad!r}" in str(err.value)
+    driver = ThinLVMDriver(backend_conf(tmp_path, f"lvm_conf_file = {tmp_path / 'lvm.conf'}"))
+    driver.simulator.create_vg("cinder-volumes", 4 * GiB)
+    driver.do_setup()
+    assert driver.simulator.last_env["LVM_SYSTEM_DIR"] == str(tmp_path)
