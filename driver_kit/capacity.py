@@ -7,7 +7,7 @@ validate their inputs; ``driver_kit.scheduler``, which must also digest what
 non-compliant drivers report, uses the unvalidated cores ``_factors`` and
 ``_resolve_ratio``.
 
-``admit`` is the kit's own admission decision (DESIGN.md): it uses exact
+``admit`` is the kit's own admission decision (README, Capacity rules): it uses exact
 decimal arithmetic so that a refusal or an admission never depends on float
 error, and returns the full breakdown.
 """
@@ -381,7 +381,7 @@ def admit(*, total_capacity: float, free_capacity: float, provisioned_capacity: 
           requested: float, max_over_subscription_ratio: float,
           reserved_percentage: int | float, thin: bool, in_flight: float = 0.0,
           calculation: str = "cinder", pool_name: str = "") -> AdmissionDecision:
-    """Decide whether ``requested`` GiB more fit a pool (DESIGN.md, Admission).
+    """Decide whether ``requested`` GiB more fit a pool (README, Capacity rules).
 
     reserved = reserved_gb(total, reserved%) (Cinder's float floor);
     thin standard: provisioned + in_flight + requested <= (total - reserved) * ratio;
