@@ -52,7 +52,6 @@ from __future__ import annotations
 
 import contextlib
 import copy
-import importlib
 from typing import Any, Iterator
 
 from oslo_config import cfg
@@ -60,6 +59,7 @@ from oslo_config import cfg
 from driver_kit import (BackendError, CapacityExceeded, ConfigError, DriverKitError,
                         InvalidInput, SnapshotNotFound, VolumeDriver, VolumeNotFound,
                         load_backend_config, make_conf)
+from driver_kit.cli import driver_class
 from driver_kit.config import KIT_OPTS
 
 try:
@@ -86,19 +86,6 @@ _KIT_ONLY_OPTS = [opt for opt in KIT_OPTS if opt.dest not in _CINDER_OWNED]
 _Base: Any = cinder_driver.VolumeDriver if CINDER_AVAILABLE else object
 
 
-def _import_driver_class(path: str) -> type[VolumeDriver]:
-    module_name, sep, attr = path.partition(":")
-    if not sep:
-        module_name, _, attr = path.rpartition(".")
-    try:
-        cls = getattr(importlib.import_module(module_name), attr)
-    except (ImportError, AttributeError, ValueError) as exc:
-        raise ConfigError(f"driver_kit_driver = {path!r} cannot be imported: {exc}") from exc
-    if not (isinstance(cls, type) and issubclass(cls, VolumeDriver)):
-        raise ConfigError(f"driver_kit_driver = {path!r} is not a driver_kit.VolumeDriver")
-    return cls
-
-
 def _cinder_lock_path() -> str | None:
     """Cinder's own [oslo_concurrency] lock_path, so every Cinder process shares locks."""
     try:
@@ -122,8 +109,9 @@ class DriverKitVolumeDriver(_Base):
         self.kit: VolumeDriver | None = None
         self._driver_class: type[VolumeDriver] | None = None
         try:
-            self._driver_class = _import_driver_class(
-                self.configuration.safe_get("driver_kit_driver"))
+            self._driver_class = driver_class(
+                self.configuration.safe_get("driver_kit_driver"),
+                f"[{self._backend_name()}] driver_kit_driver")
         except ConfigError as exc:
             # Cinder starts every backend's manager even when one is misconfigured;
             # do_setup() raises this, and the manager keeps the backend uninitialized.

@@ -25,7 +25,8 @@ from driver_kit.config import load_backend_config, make_conf
 from driver_kit.driver import VolumeDriver
 from driver_kit.exceptions import CapacityExceeded, ConfigError, DriverKitError
 
-__all__ = ["main", "import_object", "load_driver", "DEFAULT_BACKEND", "default_overrides"]
+__all__ = ["main", "import_object", "driver_class", "load_driver", "DEFAULT_BACKEND",
+           "default_overrides"]
 
 EXIT_ERROR, EXIT_USAGE, EXIT_REFUSED = 1, 2, 3
 DEFAULT_BACKEND = "lvm-sim"
@@ -58,6 +59,19 @@ def import_object(path: str, what: str = "driver") -> Any:
         raise ConfigError(f"module {module_name!r} has no {attr!r} ({what} {path!r})") from None
 
 
+def driver_class(path: str, what: str = "driver") -> type[VolumeDriver]:
+    """The ``VolumeDriver`` subclass a ``module:Class`` (or ``module.Class``) path names.
+
+    Raises ConfigError saying why when the module does not import (whatever it
+    raises), has no such name, or the name is not a ``VolumeDriver`` subclass.
+    ``what`` names the setting in the message.
+    """
+    cls = import_object(path, what)
+    if not (isinstance(cls, type) and issubclass(cls, VolumeDriver)):
+        raise ConfigError(f"{what} {path!r} is not a driver_kit.VolumeDriver subclass")
+    return cls
+
+
 def load_driver(config_files: Sequence[str] = (), backend: str | None = None, *,
                 driver_path: str | None = None,
                 overrides: dict[str, Any] | None = None) -> VolumeDriver:
@@ -75,9 +89,7 @@ def load_driver(config_files: Sequence[str] = (), backend: str | None = None, *,
     path = overrides.get("volume_driver")
     if path is None:
         path = load_backend_config(conf, backend).volume_driver
-    cls = import_object(path)
-    if not (isinstance(cls, type) and issubclass(cls, VolumeDriver)):
-        raise ConfigError(f"{path!r} is not a driver_kit.VolumeDriver subclass")
+    cls = driver_class(path)
     config = load_backend_config(conf, backend, extra_opts=cls.OPTIONS, overrides=overrides)
     return cls(config)
 
@@ -201,6 +213,17 @@ def _size(text: str) -> int:
                                          f"got {text!r}") from None
 
 
+def _port(text: str) -> int:
+    try:
+        port = int(text)
+    except ValueError:
+        port = -1
+    if not 0 <= port <= 65535:
+        raise argparse.ArgumentTypeError(f"port must be a whole number in 0..65535, "
+                                         f"got {text!r}")
+    return port
+
+
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="driver-kit", description="Capacity-correct volume drivers: stats, pools, "
@@ -232,7 +255,7 @@ def _parser() -> argparse.ArgumentParser:
     sub.add_parser("placement", help="each pool as a Placement DISK_GB inventory "
                    "with usage (JSON)")
     p = sub.add_parser("exporter", help="serve the pools as Prometheus metrics")
-    p.add_argument("--port", type=int, required=True, help="TCP port (0: any free port)")
+    p.add_argument("--port", type=_port, required=True, help="TCP port (0: any free port)")
     p.add_argument("--addr", default="127.0.0.1",
                    help="address to bind (default: 127.0.0.1, loopback only)")
     p.add_argument("--interval", type=float, default=0.0, metavar="SECONDS",

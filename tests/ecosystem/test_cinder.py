@@ -12,6 +12,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -293,3 +294,46 @@ def test_a_broken_backend_stays_uninitialized_and_says_why(
     assert nodriver["type"] == "VolumeDriverException"
     assert "no_such_module" in nodriver["message"]
     assert broken["kit-nodriver"]["check_for_setup_error"]["type"] == "DriverNotInitialized"
+
+
+# a vendor module that raises at import (an SDK without its licence file, say)
+_RAISES_AT_IMPORT = 'raise RuntimeError("vendor SDK: licence file missing")\n'
+
+# Cinder's side of the test below: a volume service for the section, as cinder-volume
+# starts one, and what its adapter says on do_setup and check_for_setup_error
+_RAISING_BACKEND_SIDE = """
+import json, sys
+from pathlib import Path
+from tests.ecosystem import cinder_side as side
+workdir = Path(sys.argv[1])
+side.start(workdir)
+driver = side.volume_service("kit-raising", "node1@kit-raising").driver
+answer = {"initialized": driver.initialized,
+          "do_setup": side.error_of(lambda: driver.do_setup(side.ctxt())),
+          "check_for_setup_error": side.error_of(driver.check_for_setup_error)}
+(workdir / "answer.json").write_text(json.dumps(answer))
+"""
+
+
+@requires_cinder
+def test_a_driver_module_raising_at_import_is_a_config_error_at_do_setup(
+        tmp_path: Path) -> None:
+    """Whatever the vendor module raises, Cinder still builds the adapter; the backend
+    stays uninitialized and do_setup() says why, as for any misconfigured backend."""
+    (tmp_path / "vendor_raising_driver.py").write_text(_RAISES_AT_IMPORT)
+    write_cinder_conf(tmp_path, {"kit-raising": {
+        "volume_driver": "contrib.cinder_adapter.DriverKitVolumeDriver",
+        "driver_kit_driver": "vendor_raising_driver.Driver"}})
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(
+        filter(None, [str(tmp_path), os.environ.get("PYTHONPATH")])))
+    proc = subprocess.run([sys.executable, "-c", _RAISING_BACKEND_SIDE, str(tmp_path)],
+                          cwd=REPO, env=env, capture_output=True, text=True, timeout=240)
+    assert proc.returncode == 0, proc.stderr[-6000:]
+    answer = json.loads((tmp_path / "answer.json").read_text())
+    assert answer["initialized"] is False
+    setup = answer["do_setup"]
+    assert setup["type"] == "VolumeDriverException"
+    assert ("invalid configuration: cannot import 'vendor_raising_driver' for "
+            "[kit-raising] driver_kit_driver 'vendor_raising_driver.Driver': RuntimeError: "
+            "vendor SDK: licence file missing") in setup["message"]
+    assert answer["check_for_setup_error"]["type"] == "DriverNotInitialized"

@@ -7,7 +7,8 @@ import sys
 import pytest
 
 from driver_kit import validate_stats
-from driver_kit.cli import main
+from driver_kit import ConfigError
+from driver_kit.cli import _parser, driver_class, main
 
 
 @pytest.fixture(autouse=True)
@@ -59,6 +60,36 @@ def test_bad_size_is_a_usage_error(capsys):
         main(["create", "v", "1.5"])
     assert exit_.value.code == 2
     assert "whole number of GiB" in capsys.readouterr().err
+
+
+def test_driver_class_says_why_a_path_names_no_driver(tmp_path, monkeypatch):
+    (tmp_path / "raises_at_import.py").write_text("raise RuntimeError('no licence')\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    for path, needle in (
+            ("raises_at_import:Driver", "cannot import 'raises_at_import' for backend_x "
+                                        "'raises_at_import:Driver': RuntimeError: no licence"),
+            ("collections.OrderedDict", "backend_x 'collections.OrderedDict' is not a "
+                                        "driver_kit.VolumeDriver subclass"),
+            ("NoDots", "backend_x path 'NoDots' must be module.Name or module:Name")):
+        with pytest.raises(ConfigError) as error:
+            driver_class(path, "backend_x")
+        assert needle in str(error.value)
+    assert driver_class("lvm_driver.driver:ThinLVMDriver").__name__ == "ThinLVMDriver"
+
+
+@pytest.mark.parametrize("port", ["70000", "65536", "-1", "http"])
+def test_bad_port_is_a_usage_error(capsys, port):
+    with pytest.raises(SystemExit) as exit_:
+        main(["exporter", "--port", port])
+    assert exit_.value.code == 2
+    err = capsys.readouterr().err
+    assert f"port must be a whole number in 0..65535, got '{port}'" in err
+    assert "Traceback" not in err
+
+
+def test_port_range_ends_are_accepted():
+    for port in (0, 65535):
+        assert _parser().parse_args(["exporter", "--port", str(port)]).port == port
 
 
 def test_config_file_backend(tmp_path, capsys):
