@@ -23,7 +23,7 @@ import multiprocessing
 import queue
 import threading
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from typing import Any, Callable, Literal, Mapping
 
 import psutil
@@ -32,7 +32,7 @@ from driver_kit import (AlreadyExists, CapacityExceeded, InvalidInput, InvalidSi
                         calculate_virtual_free_capacity, validate_stats)
 
 __all__ = ["CATALOGUE", "SETUP", "Check", "CheckContext", "CheckError", "CheckFailed",
-           "CheckSkipped", "ComplianceHooks", "find_checks"]
+           "CheckSkipped", "ComplianceHooks", "find_checks", "set_up"]
 
 Severity = Literal["must", "should"]
 
@@ -72,9 +72,7 @@ class ComplianceHooks:
 
     def available(self) -> dict[str, bool]:
         """Which hooks are set (for the capability profile)."""
-        return {name: getattr(self, name) is not None for name in
-                ("create_out_of_band", "delete_out_of_band", "break_backend",
-                 "repair_backend")}
+        return {f.name: getattr(self, f.name) is not None for f in fields(self)}
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -88,6 +86,16 @@ class Check:
     kind: Literal["setup", "report", "behaviour"]
     run: Callable[["CheckContext"], str | None] | None = None
     violation_ids: tuple[str, ...] = ()
+
+
+def set_up(drv: Any) -> Any:
+    """Set a new driver up as Cinder's volume manager does: ``do_setup()``, then
+    ``check_for_setup_error()`` (each when the object has it); returns ``drv``."""
+    for step in ("do_setup", "check_for_setup_error"):
+        method = getattr(drv, step, None)
+        if callable(method):
+            method()
+    return drv
 
 
 _OPERATIONS = ("create_volume", "delete_volume", "extend_volume", "create_snapshot",
@@ -119,10 +127,7 @@ class CheckContext:
         if operations and missing:
             raise CheckSkipped(f"{type(drv).__name__} lacks driver_kit's operations API "
                                f"({', '.join(missing)}); behaviour checks need it")
-        for step in ("do_setup", "check_for_setup_error"):
-            if callable(getattr(drv, step, None)):
-                getattr(drv, step)()
-        return drv
+        return set_up(drv)
 
     def report(self) -> dict[str, Any]:
         """The run's one ``get_volume_stats(refresh=True)`` dict, taken once."""
@@ -294,7 +299,7 @@ def _check_refresh_cached(ctx: CheckContext) -> str | None:
     if drv.get_volume_stats(refresh=False) != first:
         raise CheckFailed("get_volume_stats(refresh=False) saw a change made on the "
                           "backend; it must serve the cached report")
-    return None
+    return "the cached report, unchanged by a volume made out of band"
 
 
 # ---------------------------------------------------------------- behaviour checks
@@ -375,47 +380,56 @@ def _check_out_of_band(ctx: CheckContext) -> str:
     return f"{before} -> {after} GiB"
 
 
-def _capacity_refusal(ctx: CheckContext, drv: Any, pool_name: str, what: str,
-                      attempt: Callable[[], Any], probe: str | None = None) -> str:
-    before = _pool(drv, pool_name)
+def _refusal(ctx: CheckContext, drv: Any, before: Mapping[str, Any], what: str,
+             attempt: Callable[[], Any], expected: type[Exception], rule: str, *,
+             probe: str | None = None) -> str:
+    """``attempt`` must raise ``expected`` and leave the pool ``before`` describes as it was.
+
+    ``what`` names the attempt in the verdict, ``rule`` says what it must do; a
+    ``probe`` volume it would have made is no longer tracked once it is refused.
+    """
     try:
         attempt()
-    except CapacityExceeded:
+    except expected:
         if probe is not None:
             ctx.done(("volume", probe))  # refused: there is nothing to delete
     except Exception as exc:
-        raise CheckFailed(f"{what} was refused with {type(exc).__name__}: {exc}; it must "
-                          f"raise driver_kit.CapacityExceeded with the breakdown") from None
+        raise CheckFailed(f"{what} raised {type(exc).__name__}: {exc}; {rule}") from None
     else:
-        raise CheckFailed(f"{what} was admitted past the over-subscription cap "
-                          f"(max_volume_size_gb was {_room_gb(before)})")
-    after = _pool(drv, pool_name)
+        raise CheckFailed(f"{what} succeeded; {rule}")
+    after = _pool(drv, before["pool_name"])
     changed = [k for k in ("provisioned_capacity_gb", "total_volumes")
                if before.get(k) != after.get(k)]
     if changed:
         raise CheckFailed(f"{what} was refused but changed the pool: " + ", ".join(
             f"{k} {before.get(k)} -> {after.get(k)}" for k in changed))
-    return f"{what}: refused, nothing changed"
+    return f"{what}: {expected.__name__}, nothing changed"
+
+
+_OVER_CAP = "it must be refused with driver_kit.CapacityExceeded and the breakdown"
 
 
 def _check_create_over_cap(ctx: CheckContext) -> str:
     drv = ctx.driver()
-    pool_name = _target_pool(drv)["pool_name"]
-    size = _room_gb(_pool(drv, pool_name)) + 1
+    pool = _target_pool(drv)
+    room = _room_gb(pool)
     name = ctx.name("over")
     ctx.track_volume(drv, name)
-    return _capacity_refusal(ctx, drv, pool_name, f"create of {size} GiB",
-                             lambda: drv.create_volume(name, size, pool_name=pool_name),
-                             probe=name)
+    return _refusal(ctx, drv, pool, f"a create of {room + 1} GiB, past the over-subscription "
+                    f"cap (max_volume_size_gb {room})",
+                    lambda: drv.create_volume(name, room + 1, pool_name=pool["pool_name"]),
+                    CapacityExceeded, _OVER_CAP, probe=name)
 
 
 def _check_extend_over_cap(ctx: CheckContext) -> str:
     drv = ctx.driver()
     pool_name = _target_pool(drv)["pool_name"]
     volume = ctx.create(drv, 1, pool_name)
-    size = 1 + _room_gb(_pool(drv, pool_name)) + 1
-    return _capacity_refusal(ctx, drv, pool_name, f"extend of a 1 GiB volume to {size} GiB",
-                             lambda: drv.extend_volume(volume, size))
+    pool = _pool(drv, pool_name)
+    room = _room_gb(pool)
+    return _refusal(ctx, drv, pool, f"an extend of a 1 GiB volume to {room + 2} GiB, past "
+                    f"the over-subscription cap (max_volume_size_gb {room})",
+                    lambda: drv.extend_volume(volume, room + 2), CapacityExceeded, _OVER_CAP)
 
 
 def _race_size(pool: Mapping[str, Any], workers: int) -> tuple[int, int]:
@@ -494,9 +508,7 @@ def _create_in_process(spec: Any, name: str, size_gb: int, pool_name: str, barri
     logging.getLogger().addHandler(logging.NullHandler())  # refusals are expected here
     try:
         from driver_kit.compliance.runner import load_driver
-        drv = load_driver(spec)()
-        drv.do_setup()
-        drv.check_for_setup_error()
+        drv = set_up(load_driver(spec)())
         try:
             barrier.wait(timeout_s)
         except threading.BrokenBarrierError:
@@ -555,22 +567,10 @@ def _check_create_existing(ctx: CheckContext) -> str:
     drv = ctx.driver()
     pool_name = _target_pool(drv)["pool_name"]
     volume = ctx.create(drv, 1, pool_name)
-    before = _provisioned(_pool(drv, pool_name))
-    try:
-        drv.create_volume(volume, 2, pool_name=pool_name)
-    except AlreadyExists:
-        pass
-    except Exception as exc:
-        raise CheckFailed(f"a second create of {volume!r} raised {type(exc).__name__}: "
-                          f"{exc}; documented: driver_kit.AlreadyExists") from None
-    else:
-        raise CheckFailed(f"a second create of the existing volume {volume!r} succeeded; "
-                          f"documented: it raises driver_kit.AlreadyExists")
-    after = _provisioned(_pool(drv, pool_name))
-    if not _same(before, after):
-        raise CheckFailed(f"the refused second create changed provisioned_capacity_gb "
-                          f"{before} -> {after}")
-    return "AlreadyExists, nothing changed"
+    return _refusal(ctx, drv, _pool(drv, pool_name),
+                    f"a second create of the existing volume {volume!r}",
+                    lambda: drv.create_volume(volume, 2, pool_name=pool_name), AlreadyExists,
+                    "documented: it raises driver_kit.AlreadyExists and changes nothing")
 
 
 def _check_delete_missing(ctx: CheckContext) -> str:
@@ -596,22 +596,10 @@ def _check_extend_smaller(ctx: CheckContext) -> str:
     if _room_gb(pool) < 2:
         raise CheckError(f"pool {pool['pool_name']!r} has no room for a 2 GiB volume")
     volume = ctx.create(drv, 2, pool["pool_name"])
-    before = _provisioned(_pool(drv, pool["pool_name"]))
-    try:
-        drv.extend_volume(volume, 1)
-    except InvalidSize:
-        pass
-    except Exception as exc:
-        raise CheckFailed(f"extending a 2 GiB volume to 1 GiB raised {type(exc).__name__}: "
-                          f"{exc}; documented: driver_kit.InvalidSize") from None
-    else:
-        raise CheckFailed("extending a 2 GiB volume to 1 GiB succeeded; documented: it "
-                          "raises driver_kit.InvalidSize and changes nothing")
-    after = _provisioned(_pool(drv, pool["pool_name"]))
-    if not _same(before, after):
-        raise CheckFailed(f"the refused shrink changed provisioned_capacity_gb "
-                          f"{before} -> {after}")
-    return "InvalidSize, nothing changed"
+    return _refusal(ctx, drv, _pool(drv, pool["pool_name"]),
+                    "an extend of a 2 GiB volume to 1 GiB",
+                    lambda: drv.extend_volume(volume, 1), InvalidSize,
+                    "documented: it raises driver_kit.InvalidSize and changes nothing")
 
 
 _CYCLES = 2
@@ -818,11 +806,11 @@ CATALOGUE: tuple[Check, ...] = (
                _check_extend_over_cap),
     _behaviour("admission.parallel-threads",
                "Parallel creates (threads) near the cap never admit past it",
-               f"{_KILO}, LVM driver: over provisioning 'will not happen'; DESIGN.md "
-               f"Concurrency", _check_parallel_threads),
+               f"{_KILO}, LVM driver: over provisioning 'will not happen'; the kit's "
+               f"per-backend admission lock", _check_parallel_threads),
     _behaviour("admission.parallel-processes",
                "Parallel creates (processes) near the cap never admit past it",
-               f"{_KILO}, LVM driver; DESIGN.md Concurrency: a per-pool inter-process lock",
+               f"{_KILO}, LVM driver; the kit's inter-process admission lock",
                _check_parallel_processes, severity="should"),
     _behaviour("ops.create-existing",
                "Creating an existing name raises AlreadyExists and changes nothing",
@@ -844,8 +832,8 @@ CATALOGUE: tuple[Check, ...] = (
     _behaviour("stats.fail-closed",
                "Stats fail closed when the backend cannot be read",
                f"{_PLACEMENT}: count usage from the authoritative source and stay "
-               f"consistent while it is unavailable; DESIGN.md stats contract ('fails "
-               f"closed')", _check_fail_closed),
+               f"consistent while it is unavailable; the kit's stats contract (a pool "
+               f"that cannot be read is reported down)", _check_fail_closed),
 )
 
 _BY_ID: Mapping[str, Check] = {c.id: c for c in CATALOGUE}

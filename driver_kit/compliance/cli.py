@@ -16,8 +16,8 @@ import sys
 import tempfile
 
 from driver_kit.compliance.checks import CATALOGUE
+from driver_kit.compliance.options import add_options, build_runner
 from driver_kit.compliance.report import format_table, write_json, write_junit
-from driver_kit.compliance.runner import DriverSpec, Runner
 
 __all__ = ["build_parser", "main_check"]
 
@@ -26,38 +26,22 @@ def build_parser(prog: str = "driver-kit check") -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog=prog, description="Run driver_kit's compliance checks against a volume driver.",
         epilog="checks: " + ", ".join(c.id for c in CATALOGUE))
-    parser.add_argument("--driver", metavar="MODULE:CLASS",
-                        help="the VolumeDriver subclass (default: the backend's volume_driver)")
-    parser.add_argument("--config-file", metavar="FILE", action="append", default=[],
-                        help="cinder.conf-style file with the backend section (repeatable)")
-    parser.add_argument("--backend", metavar="NAME",
-                        help="backend section (default: the one in enabled_backends)")
-    parser.add_argument("--hooks", metavar="MODULE:ATTR",
-                        help="ComplianceHooks (or a callable returning them); default: the "
-                             "driver module's COMPLIANCE_HOOKS")
+    add_options(parser.add_argument, "command")
     parser.add_argument("--json", metavar="FILE", help="write results and profile as JSON")
     parser.add_argument("--junit", metavar="FILE", help="write JUnit XML for a CI server")
-    parser.add_argument("--only", metavar="ID", nargs="+",
-                        help="run only these check ids (shell patterns allowed: 'stats.*')")
-    parser.add_argument("--timeout", metavar="S", type=float, default=60.0,
-                        help="seconds each check may take before it is abandoned (60)")
     parser.add_argument("--debug", action="store_true",
                         help="show the driver's log (refusals the checks provoke included)")
     return parser
 
 
 def _run(args: argparse.Namespace, scratch: str) -> int:
-    overrides = {}
-    backend = args.backend
-    if not args.driver and not args.config_file:
+    values, overrides = vars(args), {}
+    if not args.driver and not args.config_files:
         from driver_kit.cli import DEFAULT_BACKEND, default_overrides
         overrides = default_overrides(os.path.join(scratch, "simulator.json"))
-        backend = backend or DEFAULT_BACKEND
-    spec = DriverSpec(driver=args.driver, config_files=tuple(args.config_file),
-                      backend=backend, overrides=overrides)
+        values = {**values, "backend": args.backend or DEFAULT_BACKEND}
     try:
-        runner = Runner(spec=spec, hooks_path=args.hooks, only=args.only,
-                        timeout_s=args.timeout)
+        runner = build_runner(values, overrides=overrides)
     except ValueError as exc:
         print(f"driver-kit check: {exc}", file=sys.stderr)
         return 2

@@ -19,37 +19,23 @@ from typing import Any
 import pytest
 
 from driver_kit.compliance.checks import SETUP
-from driver_kit.compliance.runner import CheckResult, DriverSpec, Runner
+from driver_kit.compliance.options import OPTIONS, add_options, build_runner
+from driver_kit.compliance.runner import CheckResult, Runner
 
 _RUNNER = pytest.StashKey[Runner]()
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
     group = parser.getgroup("driver-kit", "driver_kit compliance harness")
-    group.addoption("--driver-kit-driver", metavar="MODULE:CLASS",
-                    help="run the compliance checks against this VolumeDriver subclass")
-    group.addoption("--driver-kit-config", metavar="FILE", action="append", default=[],
-                    help="cinder.conf-style file with the backend section (repeatable)")
-    group.addoption("--driver-kit-backend", metavar="NAME",
-                    help="backend section (default: the one in enabled_backends)")
-    group.addoption("--driver-kit-hooks", metavar="MODULE:ATTR",
-                    help="ComplianceHooks (default: the driver module's COMPLIANCE_HOOKS)")
-    group.addoption("--driver-kit-only", metavar="ID", action="append", default=[],
-                    help="run only this check id or pattern (repeatable)")
-    group.addoption("--driver-kit-timeout", metavar="S", type=float, default=60.0,
-                    help="seconds each check may take before it is abandoned (60)")
+    add_options(group.addoption, "pytest")
 
 
 def pytest_configure(config: pytest.Config) -> None:
     if not (config.getoption("driver_kit_driver") or config.getoption("driver_kit_config")):
         return
-    spec = DriverSpec(driver=config.getoption("driver_kit_driver"),
-                      config_files=tuple(config.getoption("driver_kit_config")),
-                      backend=config.getoption("driver_kit_backend"))
     try:
-        runner = Runner(spec=spec, hooks_path=config.getoption("driver_kit_hooks"),
-                        only=config.getoption("driver_kit_only"),
-                        timeout_s=config.getoption("driver_kit_timeout"))
+        runner = build_runner({option.key: config.getoption(option.pytest_dest)
+                               for option in OPTIONS})
     except ValueError as exc:
         raise pytest.UsageError(f"driver-kit: {exc}") from None
     config.stash[_RUNNER] = runner

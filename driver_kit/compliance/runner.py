@@ -24,7 +24,7 @@ from driver_kit import ConfigError, DriverKitError, VolumeDriver
 from driver_kit.cli import import_object
 from driver_kit.compliance.checks import (CATALOGUE, SETUP, Check, CheckContext, CheckError,
                                           CheckFailed, CheckSkipped, ComplianceHooks,
-                                          find_checks)
+                                          find_checks, set_up)
 
 __all__ = ["CheckResult", "DriverSpec", "LoadError", "RunReport", "Runner", "load_driver",
            "load_hooks", "run_checks"]
@@ -111,19 +111,19 @@ def _import_attr(path: str, what: str) -> Any:
 
 
 def load_driver(spec: DriverSpec) -> Callable[[], VolumeDriver]:
-    """A factory of fresh, not yet set-up driver instances, or ``LoadError`` saying why.
-
-    Drivers are built exactly as ``driver-kit`` builds them (``driver_kit.cli``).
+    """A factory of fresh, not yet set-up driver instances, built as ``driver-kit``
+    builds them (``driver_kit.cli``). Nothing is imported or built before it is
+    called; each call raises ``LoadError`` saying why when no driver can be built.
     """
     from driver_kit.cli import load_driver as build
 
     def factory() -> VolumeDriver:
-        return build(list(spec.config_files), spec.backend, driver_path=spec.driver,
-                     overrides=dict(spec.overrides) or None)
-    try:
-        factory.driver_class = type(factory())  # type: ignore[attr-defined]
-    except DriverKitError as exc:
-        raise LoadError(str(exc)) from exc
+        try:
+            return build(list(spec.config_files), spec.backend, driver_path=spec.driver,
+                         overrides=dict(spec.overrides) or None)
+        except DriverKitError as exc:
+            raise LoadError(str(exc)) from exc
+    factory.spec = spec  # type: ignore[attr-defined]  # its module's hooks apply
     return factory
 
 
@@ -214,18 +214,15 @@ class Runner:
             self._factory = load_driver(self._spec)
         if self._hooks_path:
             self.hooks = load_hooks(self._hooks_path)
-        elif not any(self.hooks.available().values()) \
-                and hasattr(self._factory, "driver_class"):
-            self.hooks = load_hooks(None, self._factory.driver_class)
         drv = self._factory()
         if not callable(getattr(drv, "get_volume_stats", None)):
             raise CheckFailed(f"the factory made {type(drv).__module__}."
                               f"{type(drv).__qualname__}, which has no get_volume_stats(): "
                               f"not a driver")
-        for step in ("do_setup", "check_for_setup_error"):
-            if callable(getattr(drv, step, None)):
-                getattr(drv, step)()
-        self._setup_driver = drv
+        if not self._hooks_path and not any(self.hooks.available().values()) \
+                and hasattr(self._factory, "spec"):  # a driver named by path
+            self.hooks = load_hooks(None, type(drv))
+        self._setup_driver = set_up(drv)
         hooks = [k for k, v in self.hooks.available().items() if v]
         return f"{type(drv).__qualname__} set up; hooks: {', '.join(hooks) or 'none'}"
 

@@ -21,6 +21,7 @@ without ``make_driver`` the spec alone builds the drivers.
 
 from __future__ import annotations
 
+from dataclasses import fields
 from typing import Any, ClassVar
 
 import testtools
@@ -30,7 +31,7 @@ from driver_kit.compliance.runner import CheckResult, DriverSpec, Runner
 
 __all__ = ["ComplianceTestCase", "ComplianceError"]
 
-_HOOKS = ("create_out_of_band", "delete_out_of_band", "break_backend", "repair_backend")
+_HOOKS = tuple(f.name for f in fields(ComplianceHooks))
 
 
 class ComplianceError(RuntimeError):
@@ -38,18 +39,18 @@ class ComplianceError(RuntimeError):
 
 
 class ComplianceTestCase(testtools.TestCase):
-    """Base of a vendor's compliance suite; collected only in subclasses."""
+    """Base of a vendor's compliance suite; collected only in subclasses.
+
+    Hooks are optional: a method named after a ``ComplianceHooks`` field, taking
+    that hook's arguments after ``self`` (``create_out_of_band(self, driver, name,
+    size_gb)``), enables the checks needing it.
+    """
 
     __test__ = False
     #: names the driver by path (enables the multi-process check)
     driver_spec: ClassVar[DriverSpec | None] = None
     #: seconds each check may take before it is abandoned
     check_timeout_s: ClassVar[float] = 60.0
-    # optional hooks: define methods with these names to enable the checks needing them
-    create_out_of_band: Any = None   # (self, driver, name, size_gb)
-    delete_out_of_band: Any = None   # (self, driver, name)
-    break_backend: Any = None        # (self, driver)
-    repair_backend: Any = None       # (self, driver)
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)

@@ -1,4 +1,5 @@
-"""Drivers for the harness's own tests: compliant ones, and one broken driver per check.
+"""Drivers for the harness's own tests: compliant ones, and a broken driver per check
+(more where a check fails in more than one way: MORE_BREAKS).
 
 Each broken driver breaks exactly one rule, the way real drivers do. Report
 rules cannot be broken through ``VolumeDriver.get_volume_stats()`` (the kit makes
@@ -109,6 +110,24 @@ class HandWrittenReport:
         return self._cache
 
 
+class HandWrittenArray(HandWrittenReport):
+    """Not a driver_kit driver either: reports the volumes on its array by hand and
+    caches the report, with no ``backend_read_pools`` for the harness to count."""
+
+    def __init__(self) -> None:
+        self.array: dict[str, int] = {}
+        super().__init__(self._count)
+
+    def _count(self, pool: dict[str, Any]) -> None:
+        pool.update(provisioned_capacity_gb=float(sum(self.array.values())),
+                    total_volumes=len(self.array))
+
+
+HAND_WRITTEN_HOOKS = ComplianceHooks(
+    create_out_of_band=lambda driver, name, size_gb: driver.array.__setitem__(name, size_gb),
+    delete_out_of_band=lambda driver, name: driver.array.pop(name))
+
+
 def _rounds_free_up(pool: dict[str, Any]) -> None:
     total_bytes = free_bytes = 10 * GiB + 5 * MiB  # an empty pool of 10.005 GiB
     pool["total_capacity_gb"] = math.floor(total_bytes / GiB * 100) / 100  # 10.0
@@ -142,6 +161,22 @@ REPORT_BREAKS: dict[str, tuple[str, Callable[[dict[str, Any]], None]]] = {
 
 class AlwaysRefreshes(SnapMemoryDriver):
     """Reads the backend on every call, refresh or not."""
+
+    def get_volume_stats(self, refresh: bool = False) -> dict[str, Any]:
+        return super().get_volume_stats(refresh=True)
+
+
+class StampsCachedReports(SnapMemoryDriver):
+    """Serves refresh=False from the cache, but stamps the copy it hands out with the
+    time of the call: not the report of the last refresh."""
+
+    def get_volume_stats(self, refresh: bool = False) -> dict[str, Any]:
+        report = super().get_volume_stats(refresh=refresh)
+        return report if refresh else {**report, "served_at": time.time()}
+
+
+class HandWrittenArrayRereads(HandWrittenArray):
+    """Reads its array on every call, refresh or not (and has no backend_read_pools)."""
 
     def get_volume_stats(self, refresh: bool = False) -> dict[str, Any]:
         return super().get_volume_stats(refresh=True)
@@ -247,6 +282,17 @@ class PerProcessLockSparseDriver(SparseFileDriver):
         return facts
 
 
+class LogsEachBuild(SparseFileDriver):
+    """The sparse driver, noting the process of each instance built in ``builds.log``
+    next to its pool directory."""
+
+    def __init__(self, configuration: Any = None, **kwargs: Any) -> None:
+        super().__init__(configuration, **kwargs)
+        log = Path(configuration.get("sparse_pool_dir")).parent / "builds.log"
+        with open(log, "a", encoding="ascii") as builds:
+            builds.write(f"{os.getpid()}\n")
+
+
 class IdempotentCreate(SnapMemoryDriver):
     """Returns the existing volume when a name is taken, hiding the clash."""
 
@@ -310,9 +356,12 @@ class RaisesOnCreate(SnapMemoryDriver):
 
 
 class HangsOnStats(SnapMemoryDriver):
-    """Every stats refresh hangs until RELEASE is set (then fails)."""
+    """Every stats refresh hangs until RELEASE is set (then fails); counts the calls."""
+
+    stats_calls = 0
 
     def get_volume_stats(self, refresh: bool = False) -> dict[str, Any]:
+        self.stats_calls += 1
         RELEASE.wait(30)
         raise RuntimeError("released after the harness gave up")
 
@@ -358,3 +407,16 @@ def broken_harness(check_id: str, tmp_path: Path) -> tuple[str, dict[str, Any]]:
     }[check_id]
     return what, {"factory": memory_factory(tmp_path, cls), "hooks": MEMORY_HOOKS}
 
+
+
+#: checks that reach a failure in more than one way: (check id, what the driver does
+#: wrong, what the failure says, run_checks() arguments for tmp_path) per other way
+MORE_BREAKS: tuple[tuple[str, str, str, Callable[[Path], dict[str, Any]]], ...] = (
+    ("stats.refresh-cached", "stamps the cached report it serves",
+     "differs from the last refresh",
+     lambda tmp_path: {"factory": memory_factory(tmp_path, StampsCachedReports),
+                       "hooks": MEMORY_HOOKS}),
+    ("stats.refresh-cached", "no backend_read_pools; rereads its array on refresh=False",
+     "saw a change made on the backend",
+     lambda tmp_path: {"factory": HandWrittenArrayRereads, "hooks": HAND_WRITTEN_HOOKS}),
+)

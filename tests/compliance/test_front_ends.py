@@ -6,13 +6,14 @@ import subprocess
 import sys
 import unittest
 import xml.etree.ElementTree as ET
+from collections import Counter
 from importlib import metadata
 from pathlib import Path
 
 import testtools
 
 from driver_kit import load_backend_config
-from driver_kit.compliance import CATALOGUE, DriverSpec
+from driver_kit.compliance import CATALOGUE, DriverSpec, Runner
 from driver_kit.compliance.cli import main_check
 from driver_kit.compliance.testing import ComplianceTestCase
 from tests.compliance.drivers import (AlwaysRefreshes, DeleteMissingRaises, SnapMemoryDriver,
@@ -84,6 +85,15 @@ def test_a_failed_should_check_does_not_fail_the_exit_code(tmp_path, capsys):
     assert "provisioned.create-delete" not in table  # --only patterns select
 
 
+def test_check_command_only_is_repeatable(tmp_path):
+    out = tmp_path / "r.json"
+    assert main_check(["--driver", SPARSE, "--config-file", sparse_config(tmp_path),
+                       "--only", "stats.ratio-ge-1", "--only", "ops.delete-missing",
+                       "ops.create-existing", "--json", str(out)]) == 0
+    assert [r["id"] for r in json.loads(out.read_text())["results"]] == [
+        "driver.setup", "stats.ratio-ge-1", "ops.create-existing", "ops.delete-missing"]
+
+
 def test_check_command_usage_errors(capsys):
     assert main_check(["--only", "no.such-check"]) == 2
     assert "no check matches 'no.such-check'" in capsys.readouterr().err
@@ -93,6 +103,18 @@ def test_check_command_usage_errors(capsys):
 def test_check_command_defaults_to_the_lvm_simulator(capsys):
     assert main_check(["--only", "stats.*", "provisioned.create-delete"]) == 0
     assert "lvm_driver.driver.ThinLVMDriver" in capsys.readouterr().out
+
+
+def test_a_driver_named_by_path_is_built_only_to_be_used(tmp_path):
+    """No driver is built just to learn its class: one for the set-up and one for
+    the check in this process, one in each child of the multi-process check."""
+    spec = DriverSpec(driver="tests.compliance.drivers:LogsEachBuild",
+                      config_files=(sparse_config(tmp_path),))
+    report = Runner(spec=spec, only=["admission.parallel-processes"], timeout_s=30).run()
+    assert report.by_status("passed") == {"driver.setup", "admission.parallel-processes"}
+    builds = Counter((tmp_path / "builds.log").read_text().split())
+    assert builds.pop(str(os.getpid())) == 2
+    assert list(builds.values()) == [1, 1, 1, 1]
 
 
 # ------------------------------------------------------------------ pytest plugin
@@ -128,6 +150,15 @@ def test_pytest_plugin_reports_failures_skips_and_errors(tmp_path):
     assert "ERROR at setup of driver-kit check ops.create-existing" in run.stdout
     assert "ops.create-existing [must] errored" in run.stdout
     assert "collected 26 items / 10 deselected / 16 selected" in run.stdout  # -k applies
+
+
+def test_pytest_plugin_only_is_repeatable(tmp_path):
+    run = run_pytest(tmp_path, "--driver-kit-config", sparse_config(tmp_path),
+                     "--driver-kit-only", "stats.ratio-ge-1",
+                     "--driver-kit-only", "ops.delete-missing", "--junitxml", "out.xml")
+    assert run.returncode == 0, run.stdout + run.stderr
+    names = [c.get("name") for c in ET.parse(tmp_path / "out.xml").iter("testcase")]
+    assert names == ["driver.setup", "stats.ratio-ge-1", "ops.delete-missing"]
 
 
 def test_pytest_plugin_is_inert_without_a_driver(tmp_path):
