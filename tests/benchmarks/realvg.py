@@ -18,6 +18,7 @@ import subprocess
 import tempfile
 from pathlib import Path
 
+from lvm_driver.executor import LVMExecutor
 from tests.benchmarks import vgmeta
 
 GiB = 1024 ** 3
@@ -132,10 +133,9 @@ class RealVG:
         return str(self.conf_dir_without_aio / "lvm.conf")
 
     def env(self) -> dict[str, str]:
-        """The environment every LVM command of the benchmark runs with."""
-        env = dict(os.environ)
-        env.update(LC_ALL="C", LVM_SUPPRESS_FD_WARNINGS="1", LVM_SYSTEM_DIR=str(self.conf_dir))
-        return env
+        """The environment every LVM command of the benchmark runs with: the driver's."""
+        executor = LVMExecutor(lvm_system_dir=str(self.conf_dir))
+        return {**os.environ, **executor.environment()}
 
     def restore(self, lv_count: int, *, pool_name: str = "pool") -> vgmeta.VGLayout:
         """Make the VG a thin pool with ``lv_count`` thin LVs (replacing what was there)."""

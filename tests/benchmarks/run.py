@@ -161,10 +161,7 @@ def refresh_benchmark(sizes: list[int], runs: int) -> dict[str, Any]:
                     paths[name]()
                     wall = time.perf_counter() - t0
                     cpu = _cpu_now() - cpu0
-                    if name in ("bare", "cheapest"):
-                        count = 1
-                    else:
-                        count = R.COUNTER.count
+                    count = R.COUNTER.count
                     if name in executors:
                         own = executors[name].commands_run - before_cmds
                         if own != count:

@@ -61,7 +61,9 @@ die() {
     exit 3
 }
 
-[ -n "$scratch" ] && [ -f "$scratch/argv" ] || die "usage: guest_setup.sh <scratch-dir with argv> (run it through tests/realvm/run_in_vm.sh)"
+if [ -z "$scratch" ] || [ ! -f "$scratch/argv" ]; then
+    die "usage: guest_setup.sh <scratch-dir with argv> (run it through tests/realvm/run_in_vm.sh)"
+fi
 
 # Refuse to run on the host: this script runs losetup/pvcreate.
 grep -q 'virtme' /proc/cmdline || die "not inside a virtme-ng guest (no 'virtme' on the kernel command line)"

@@ -50,16 +50,22 @@ hint="run tests/realvm/install_deps.sh"
 python="${DK_REALVM_PYTHON:-$repo/.venv/bin/python}"
 vng="$(dirname "$python")/vng"
 [ -x "$vng" ] || vng="$(command -v vng || true)"
-[ -n "$vng" ] && [ -x "$vng" ] || die "virtme-ng (vng) not found next to $python nor on PATH; $hint"
+if [ -z "$vng" ] || [ ! -x "$vng" ]; then
+    die "virtme-ng (vng) not found next to $python nor on PATH; $hint"
+fi
 # vng runs its helper 'virtme-run' through PATH.
-export PATH="$(dirname "$vng"):$PATH"
+vng_dir="$(dirname "$vng")"
+export PATH="$vng_dir:$PATH"
 command -v qemu-system-x86_64 >/dev/null || die "qemu-system-x86_64 not found; $hint"
 command -v busybox >/dev/null || die "busybox (static) not found; $hint"
-command -v lvm >/dev/null && command -v thin_check >/dev/null || die "lvm2/thin-provisioning-tools not installed; $hint"
+if ! command -v lvm >/dev/null || ! command -v thin_check >/dev/null; then
+    die "lvm2/thin-provisioning-tools not installed; $hint"
+fi
 
 kernel="${DK_REALVM_KERNEL:-}"
 if [ -z "$kernel" ]; then
-    for k in $(ls -1 /boot/vmlinuz-* 2>/dev/null | sort -V -r); do
+    for k in $(printf '%s\n' /boot/vmlinuz-* | sort -V -r); do
+        [ -e "$k" ] || continue  # no match: the pattern itself
         v="${k#/boot/vmlinuz-}"
         if ls /lib/modules/"$v"/kernel/drivers/md/dm-thin-pool.ko* >/dev/null 2>&1; then
             kernel="$k"; break
@@ -91,7 +97,7 @@ cmd=("$vng" --run "$kernel" --disable-kvm --force-9p
      --memory "${DK_REALVM_MEMORY:-2G}" --cpus "${DK_REALVM_CPUS:-2}"
      --rwdir "$repo" --rwdir "$scratch" --cwd "$repo"
      "${verbose[@]}"
-     --exec "bash $here/guest_setup.sh $scratch")
+     --exec "bash $(printf %q "$here/guest_setup.sh") $(printf %q "$scratch")")
 
 # qemu (started by vng) opens the guest's stdout/stderr ports as
 # "file,path=/proc/self/fd/1" (and fd/2): when our stdout/stderr is a regular
