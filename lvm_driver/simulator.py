@@ -248,61 +248,38 @@ class _Args:
         return self.values.get(name, [])
 
 
-_COMMON = {
-    "-v": ("verbose", False), "--verbose": ("verbose", False),
-    "-q": ("quiet", False), "--quiet": ("quiet", False),
-    "-d": ("debug", False), "--debug": ("debug", False),
-    "-y": ("yes", False), "--yes": ("yes", False),
-    "-A": ("autobackup", True), "--autobackup": ("autobackup", True),
-    "--config": ("config", True), "--nolocking": ("nolocking", False),
-    "--noudevsync": ("noudevsync", False), "--readonly": ("readonly", False),
-    "-f": ("force", False), "--force": ("force", False),
-}
-_REPORT = {
-    "-o": ("options", True), "--options": ("options", True),
-    "--reportformat": ("reportformat", True), "--units": ("units", True),
-    "--nosuffix": ("nosuffix", False), "--noheadings": ("noheadings", False),
-    "--separator": ("separator", True), "-S": ("select", True),
-    "--select": ("select", True), "-O": ("sort", True), "--sort": ("sort", True),
-}
+def _opts(*specs: str) -> dict[str, tuple[str, bool]]:
+    """An option table from specs like ``"-L --size="``: one option's spellings,
+    long one last (its name is the option's key in ``_Args``), and a trailing
+    ``=`` when it takes a value."""
+    table: dict[str, tuple[str, bool]] = {}
+    for spec in specs:
+        spellings = spec.rstrip("=").split()
+        table.update(dict.fromkeys(spellings, (spellings[-1][2:], spec.endswith("="))))
+    return table
+
+
+_COMMON = _opts("-v --verbose", "-q --quiet", "-d --debug", "-y --yes", "-A --autobackup=",
+                "--config=", "--nolocking", "--noudevsync", "--readonly", "-f --force")
+_REPORT = _opts("-o --options=", "--reportformat=", "--units=", "--nosuffix",
+                "--noheadings", "--separator=", "-S --select=", "-O --sort=")
 _SPECS: dict[str, dict[str, tuple[str, bool]]] = {
-    "lvs": {**_COMMON, **_REPORT, "-a": ("all", False), "--all": ("all", False)},
+    "lvs": {**_COMMON, **_REPORT, **_opts("-a --all")},
     "vgs": {**_COMMON, **_REPORT},
-    "lvcreate": {
-        **_COMMON,
-        "-L": ("size", True), "--size": ("size", True),
-        "-l": ("extents", True), "--extents": ("extents", True),
-        "-V": ("virtualsize", True), "--virtualsize": ("virtualsize", True),
-        "-n": ("name", True), "--name": ("name", True),
-        "-T": ("thin", False), "--thin": ("thin", False),
-        "--thinpool": ("thinpool", True), "--type": ("type", True),
-        "-s": ("snapshot", False), "--snapshot": ("snapshot", False),
-        "-k": ("setactivationskip", True), "--setactivationskip": ("setactivationskip", True),
-        "-K": ("ignoreactivationskip", False),
-        "--ignoreactivationskip": ("ignoreactivationskip", False),
-        "-a": ("activate", True), "--activate": ("activate", True),
-        "--addtag": ("addtag", True), "-Z": ("zero", True), "--zero": ("zero", True),
-        "-W": ("wipesignatures", True), "--wipesignatures": ("wipesignatures", True),
-        "--poolmetadatasize": ("poolmetadatasize", True),
-        "-c": ("chunksize", True), "--chunksize": ("chunksize", True),
-        "--poolmetadataspare": ("poolmetadataspare", True),
-    },
-    "lvextend": {**_COMMON, "-L": ("size", True), "--size": ("size", True),
-                 "-l": ("extents", True), "--extents": ("extents", True),
-                 "-r": ("resizefs", False), "--resizefs": ("resizefs", False)},
+    "lvcreate": {**_COMMON, **_opts(
+        "-L --size=", "-l --extents=", "-V --virtualsize=", "-n --name=", "-T --thin",
+        "--thinpool=", "--type=", "-s --snapshot", "-k --setactivationskip=",
+        "-K --ignoreactivationskip", "-a --activate=", "--addtag=", "-Z --zero=",
+        "-W --wipesignatures=", "--poolmetadatasize=", "-c --chunksize=",
+        "--poolmetadataspare=")},
+    "lvextend": {**_COMMON, **_opts("-L --size=", "-l --extents=", "-r --resizefs")},
     "lvremove": dict(_COMMON),
     "lvrename": dict(_COMMON),
-    "lvchange": {
-        **_COMMON,
-        "-a": ("activate", True), "--activate": ("activate", True),
-        "-K": ("ignoreactivationskip", False),
-        "--ignoreactivationskip": ("ignoreactivationskip", False),
-        "-k": ("setactivationskip", True), "--setactivationskip": ("setactivationskip", True),
-        "--addtag": ("addtag", True), "--deltag": ("deltag", True),
-    },
-    "pvcreate": {**_COMMON, "--setphysicalvolumesize": ("setphysicalvolumesize", True)},
-    "vgcreate": {**_COMMON, "-s": ("physicalextentsize", True),
-                 "--physicalextentsize": ("physicalextentsize", True)},
+    "lvchange": {**_COMMON, **_opts(
+        "-a --activate=", "-K --ignoreactivationskip", "-k --setactivationskip=",
+        "--addtag=", "--deltag=")},
+    "pvcreate": {**_COMMON, **_opts("--setphysicalvolumesize=")},
+    "vgcreate": {**_COMMON, **_opts("-s --physicalextentsize=")},
 }
 #: Options the emulator recognises but does not emulate: refused, never ignored.
 _UNSUPPORTED = {"select", "sort", "resizefs", "chunksize"}
@@ -411,6 +388,12 @@ def _empty_state() -> dict[str, Any]:
     return {"version": STATE_VERSION, "pvs": {}, "vgs": {}, "faults": []}
 
 
+def _thin_lvs(vg: dict[str, Any], pool_name: str) -> dict[str, dict[str, Any]]:
+    """The thin LVs (and thin snapshots) of pool ``pool_name``, by name."""
+    return {name: lv for name, lv in vg["lvs"].items()
+            if lv["kind"] == "thin" and lv["pool"] == pool_name}
+
+
 class _Session:
     """One command's view of the state; ``dirty`` when it changed something."""
 
@@ -465,10 +448,7 @@ class _Session:
     @staticmethod
     def pool_used_bytes(vg: dict[str, Any], pool_name: str) -> int:
         pool = vg["lvs"][pool_name]
-        referenced: set[str] = set()
-        for lv in vg["lvs"].values():
-            if lv["kind"] == "thin" and lv["pool"] == pool_name:
-                referenced.update(lv["refs"])
+        referenced = {ref for lv in _thin_lvs(vg, pool_name).values() for ref in lv["refs"]}
         return sum(pool["chunks"][ref] for ref in referenced)
 
     @staticmethod
@@ -485,10 +465,9 @@ class _Session:
                   + -(-metadata_bytes // MD_BLOCK_BYTES // MD_BITMAP_ENTRIES)
                   + -(-data_chunks // MD_BITMAP_ENTRIES))
         trees: dict[int, int] = {}
-        for lv in vg["lvs"].values():
-            if lv["kind"] == "thin" and lv["pool"] == pool_name:
-                mapped = self.thin_mapped_bytes(vg, lv) // pool["chunk_bytes"]
-                trees[lv["tree"]] = max(trees.get(lv["tree"], 0), mapped)
+        for lv in _thin_lvs(vg, pool_name).values():
+            mapped = self.thin_mapped_bytes(vg, lv) // pool["chunk_bytes"]
+            trees[lv["tree"]] = max(trees.get(lv["tree"], 0), mapped)
         blocks += sum(_btree_blocks(entries) for entries in trees.values())
         return min(blocks * MD_BLOCK_BYTES, metadata_bytes)
 
@@ -497,10 +476,7 @@ class _Session:
         for pool_name, pool in vg["lvs"].items():
             if pool["kind"] != "thin-pool":
                 continue
-            live: set[str] = set()
-            for lv in vg["lvs"].values():
-                if lv["kind"] == "thin" and lv["pool"] == pool_name:
-                    live.update(lv["refs"])
+            live = {ref for lv in _thin_lvs(vg, pool_name).values() for ref in lv["refs"]}
             pool["chunks"] = {ref: size for ref, size in pool["chunks"].items() if ref in live}
 
     def check_overprovisioning(self, vg: dict[str, Any], lv_name: str) -> None:
@@ -517,8 +493,7 @@ class _Session:
             lv_name if lv["kind"] == "thin-pool" else None)
 
         def thin_sum(pool: str) -> int:
-            return sum(rec["extents"] * extent for rec in lvs.values()
-                       if rec["kind"] == "thin" and rec["pool"] == pool)
+            return sum(rec["extents"] * extent for rec in _thin_lvs(vg, pool).values())
 
         pool_sum = total = 0
         if pool_name is not None:
@@ -552,14 +527,19 @@ class _Session:
         self.out.print("WARNING: Set activation/thin_pool_autoextend_threshold below 100 "
                        "to trigger automatic extension of thin pools before they get full.")
 
-    def new_lv(self, vg: dict[str, Any], name: str, kind: str, extents: int,
-               **extra: Any) -> dict[str, Any]:
-        lv = {"kind": kind, "uuid": _lvm_uuid(), "extents": extents, "active": True,
-              "skip": False, "tags": [], **extra}
-        vg["lvs"][name] = lv
+    def touch(self, vg: dict[str, Any]) -> None:
+        """Record a change of ``vg``'s metadata (LVM bumps its seqno)."""
         vg["seqno"] += 1
         self.dirty = True
-        return lv
+
+    def new_lv(self, vg: dict[str, Any], name: str, kind: str, extents: int,
+               tags: list[str], **extra: Any) -> None:
+        """Add LV ``name``; ``extra`` adds kind-specific fields or overrides
+        ``active`` and ``skip``."""
+        vg["lvs"][name] = {"kind": kind, "uuid": _lvm_uuid(), "extents": extents,
+                           "active": True, "skip": False, "tags": sorted(set(tags)),
+                           **extra}
+        self.touch(vg)
 
     @staticmethod
     def auto_name(vg: dict[str, Any]) -> str:
@@ -680,12 +660,9 @@ def _need_extents(session: _Session, vg: dict[str, Any], extents: int) -> None:
                                  f"space ({free} extents): {extents} required.")
 
 
-def _create_linear(session: _Session, target: str, name: str | None, tags: list[str],
-                   size: int | None, extents_arg: str | None) -> None:
-    vg, name = _vg_and_name(session, target, name)
-    if size is None and extents_arg is None:
-        raise _invalid("lvcreate", "Please specify either size or extents.")
-    name = _claim_name(session, vg, name)
+def _requested_extents(session: _Session, vg: dict[str, Any], size: int | None,
+                       extents_arg: str | None) -> int:
+    """The extents of a new LV from ``--size`` (rounded up) or ``--extents``."""
     if size is not None:
         session.rounding_note(vg, size)
         extents = session.to_extents(vg, size)
@@ -693,9 +670,18 @@ def _create_linear(session: _Session, target: str, name: str | None, tags: list[
         extents = _extents_option(session, vg, extents_arg or "0")
     if extents <= 0:
         raise _Fail(EXIT_FAILED, "Unable to create new logical volume with no extents.")
+    return extents
+
+
+def _create_linear(session: _Session, target: str, name: str | None, tags: list[str],
+                   size: int | None, extents_arg: str | None) -> None:
+    vg, name = _vg_and_name(session, target, name)
+    if size is None and extents_arg is None:
+        raise _invalid("lvcreate", "Please specify either size or extents.")
+    name = _claim_name(session, vg, name)
+    extents = _requested_extents(session, vg, size, extents_arg)
     _need_extents(session, vg, extents)
-    lv = session.new_lv(vg, name, "linear", extents)
-    lv["tags"] = sorted(set(tags))
+    session.new_lv(vg, name, "linear", extents, tags)
     session.check_overprovisioning(vg, name)
     session.out.print(f'Logical volume "{name}" created.')
 
@@ -719,13 +705,7 @@ def _create_pool(session: _Session, args: _Args, target: str, name: str | None,
         raise _invalid("lvcreate", "Please specify either size or extents.")
     name = _claim_name(session, vg, name)
     extent = vg["extent_size"]
-    if size is not None:
-        session.rounding_note(vg, size)
-        data_extents = session.to_extents(vg, size)
-    else:
-        data_extents = _extents_option(session, vg, extents_arg or "0")
-    if data_extents <= 0:
-        raise _Fail(EXIT_FAILED, "Unable to create new logical volume with no extents.")
+    data_extents = _requested_extents(session, vg, size, extents_arg)
     metadata_text = args.last("poolmetadatasize")
     metadata, chunk = _metadata_bytes(data_extents * extent)
     if metadata_text is not None:
@@ -747,10 +727,9 @@ def _create_pool(session: _Session, args: _Args, target: str, name: str | None,
     session.out.print(f"Thin pool volume with chunk size {_human(chunk)} can address at "
                       f"most {_human(THIN_MAX_METADATA_BYTES * chunk // 64)} of data.")
     vg["pmspare_extents"] += spare_growth
-    lv = session.new_lv(vg, name, "thin-pool", data_extents,
-                        metadata_extents=metadata_extents, chunk_bytes=chunk,
-                        zero=zero is not False, chunks={}, next_chunk=1)
-    lv["tags"] = sorted(set(tags))
+    session.new_lv(vg, name, "thin-pool", data_extents, tags,
+                   metadata_extents=metadata_extents, chunk_bytes=chunk,
+                   zero=zero is not False, chunks={}, next_chunk=1)
     session.check_overprovisioning(vg, name)
     session.out.print(f'Logical volume "{name}" created.')
 
@@ -779,11 +758,8 @@ def _create_thin(session: _Session, args: _Args, target: str, name: str | None,
     extents = session.to_extents(vg, virtual)
     active = (activate is not False) and (not skip or args.has("ignoreactivationskip"))
     pool["next_tree"] = pool.get("next_tree", 1) + 1
-    lv = session.new_lv(vg, name, "thin", extents, pool=pool_name, origin=None, refs=[],
-                        tree=pool["next_tree"])
-    lv["skip"] = bool(skip)
-    lv["active"] = active
-    lv["tags"] = sorted(set(tags))
+    session.new_lv(vg, name, "thin", extents, tags, active=active, skip=bool(skip),
+                   pool=pool_name, origin=None, refs=[], tree=pool["next_tree"])
     if active:
         pool["active"] = True
     session.check_overprovisioning(vg, name)
@@ -807,11 +783,9 @@ def _create_snapshot(session: _Session, args: _Args, target: str, name: str | No
     name = _claim_name(session, vg, name)
     skip_flag = True if skip is None else skip
     active = (activate is not False) and (not skip_flag or args.has("ignoreactivationskip"))
-    lv = session.new_lv(vg, name, "thin", origin["extents"], pool=origin["pool"],
-                        origin=origin_name, refs=list(origin["refs"]), tree=origin["tree"])
-    lv["skip"] = skip_flag
-    lv["active"] = active
-    lv["tags"] = sorted(set(tags))
+    session.new_lv(vg, name, "thin", origin["extents"], tags, active=active,
+                   skip=skip_flag, pool=origin["pool"], origin=origin_name,
+                   refs=list(origin["refs"]), tree=origin["tree"])
     if active:
         vg["lvs"][origin["pool"]]["active"] = True
     session.check_overprovisioning(vg, name)
@@ -867,8 +841,7 @@ def _cmd_lvextend(session: _Session, args: _Args) -> None:
         f"Size of logical volume {vg['name']}/{shown} changed from {_human(old * extent)} "
         f"({old} extents) to {_human(new * extent)} ({new} extents).")
     lv["extents"] = new
-    vg["seqno"] += 1
-    session.dirty = True
+    session.touch(vg)
     if lv["kind"] in ("thin", "thin-pool"):
         session.check_overprovisioning(vg, name)
     session.out.print(f"Logical volume {vg['name']}/{name} successfully resized.")
@@ -894,8 +867,7 @@ def _cmd_lvremove(session: _Session, args: _Args) -> None:
 def _remove_one(session: _Session, args: _Args, arg: str) -> None:
     vg, name, lv = _find_lv(session, arg, 'Failed to find logical volume "{vg}/{lv}"')
     forced = args.has("force") or args.has("yes")
-    dependents = [other for other, rec in vg["lvs"].items()
-                  if rec["kind"] == "thin" and rec["pool"] == name]
+    dependents = list(_thin_lvs(vg, name))
     if not forced and (lv["active"] or dependents):
         raise _Fail(EXIT_FAILED, f"Logical volume {vg['name']}/{name} not removed.")
     for other in sorted(dependents):
@@ -908,8 +880,7 @@ def _remove_one(session: _Session, args: _Args, arg: str) -> None:
     if not any(rec["kind"] == "thin-pool" for rec in vg["lvs"].values()):
         vg["pmspare_extents"] = 0
     session.prune_chunks(vg)
-    vg["seqno"] += 1
-    session.dirty = True
+    session.touch(vg)
     session.out.print(f'Logical volume "{name}" successfully removed.')
 
 
@@ -942,8 +913,7 @@ def _cmd_lvrename(session: _Session, args: _Args) -> None:
                 rec["pool"] = new
             if rec["origin"] == old:
                 rec["origin"] = new
-    vg["seqno"] += 1
-    session.dirty = True
+    session.touch(vg)
     session.out.print(f'Renamed "{old}" to "{new}" in volume group "{vg_name}"')
 
 
@@ -971,13 +941,11 @@ def _cmd_lvchange(session: _Session, args: _Args) -> None:
                 vg["lvs"][lv["pool"]]["active"] = True
         elif activate is False:
             if lv["kind"] == "thin-pool" and any(
-                    rec["kind"] == "thin" and rec["pool"] == name and rec["active"]
-                    for rec in vg["lvs"].values()):
+                    rec["active"] for rec in _thin_lvs(vg, name).values()):
                 raise _Fail(EXIT_FAILED, f"Logical volume {vg['name']}/{name} is used by "
                                          "another device.")
             lv["active"] = False
-        vg["seqno"] += 1
-        session.dirty = True
+        session.touch(vg)
         if changed:
             session.out.print(f"Logical volume {vg['name']}/{name} changed.")
 
@@ -990,8 +958,7 @@ def _lv_attr(session: _Session, vg: dict[str, Any], lv: dict[str, Any], name: st
     state = "a" if lv["active"] else "-"
     skip = "k" if lv["skip"] else "-"
     if kind == "thin-pool":
-        opened = any(rec["kind"] == "thin" and rec["pool"] == name and rec["active"]
-                     for rec in vg["lvs"].values())
+        opened = any(rec["active"] for rec in _thin_lvs(vg, name).values())
         pool_bytes = lv["extents"] * vg["extent_size"]
         full = lv["active"] and session.pool_used_bytes(vg, name) >= pool_bytes
         return (f"twi-{state}{'o' if opened else '-'}t{'z' if lv['zero'] else '-'}"
@@ -1206,6 +1173,16 @@ def _emit_report(session: _Session, args: _Args, section: str,
         session.out.raw("  " + " ".join(parts) + "\n")
 
 
+def _report_vg(session: _Session, vg_name: str) -> dict[str, Any] | None:
+    """VG ``vg_name`` for a report, or None once its not-found errors are out."""
+    try:
+        return session.vg(vg_name)
+    except _Fail as exc:
+        for line in exc.lines:
+            session.out.error(line)
+        return None
+
+
 def _cmd_lvs(session: _Session, args: _Args) -> None:
     columns = _report_columns(args)
     rows: list[dict[str, Any]] = []
@@ -1218,10 +1195,8 @@ def _cmd_lvs(session: _Session, args: _Args) -> None:
         else:
             selections.append((arg, None))
     for vg_name, lv_name in selections:
-        vg = session.state["vgs"].get(vg_name)
+        vg = _report_vg(session, vg_name)
         if vg is None:
-            session.out.error(f'Volume group "{vg_name}" not found')
-            session.out.error(f"Cannot process volume group {vg_name}")
             failed = True
             continue
         vg_row = _vg_row(session, vg)
@@ -1244,10 +1219,8 @@ def _cmd_vgs(session: _Session, args: _Args) -> None:
     rows = []
     failed = False
     for vg_name in args.positionals or sorted(session.state["vgs"]):
-        vg = session.state["vgs"].get(vg_name)
+        vg = _report_vg(session, vg_name)
         if vg is None:
-            session.out.error(f'Volume group "{vg_name}" not found')
-            session.out.error(f"Cannot process volume group {vg_name}")
             failed = True
             continue
         rows.append(_vg_row(session, vg))
@@ -1497,9 +1470,8 @@ class LVMSimulator:
                 session.pool_used_bytes(vg_rec, rec["pool"])
             granted = min(wanted, room_in_pool)
             if granted > 0:
-                if any(other is not rec and other["kind"] == "thin"
-                       and other["pool"] == rec["pool"] and other["tree"] == rec["tree"]
-                       for other in vg_rec["lvs"].values()):
+                if any(other is not rec and other["tree"] == rec["tree"]
+                       for other in _thin_lvs(vg_rec, rec["pool"]).values()):
                     pool["next_tree"] = pool.get("next_tree", 1) + 1
                     rec["tree"] = pool["next_tree"]  # copy-on-write of a shared tree
                 ref = str(pool["next_chunk"])
