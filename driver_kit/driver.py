@@ -196,7 +196,7 @@ class VolumeDriver(abc.ABC):
     def _pool_stats(self, facts: PoolFacts) -> PoolStats:
         conf = self.configuration
         try:
-            return build_pool_stats(
+            pool = build_pool_stats(
                 facts, max_over_subscription_ratio=conf.max_over_subscription_ratio,
                 reserved_percentage=conf.reserved_percentage,
                 calculation=conf.over_provisioning_calculation)
@@ -206,6 +206,9 @@ class VolumeDriver(abc.ABC):
                                    reserved_percentage=conf.reserved_percentage,
                                    thin=bool(facts.thin_provisioning_support),
                                    thick=bool(facts.thick_provisioning_support))
+        if pool.backend_state == "down":  # the driver said why (unavailable_reason)
+            LOG.warning("pool %s is down: %s", pool.pool_name, pool.down_reason)
+        return pool
 
     def _build_stats(self) -> dict[str, Any]:
         conf = self.configuration

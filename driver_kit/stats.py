@@ -18,7 +18,7 @@ from driver_kit import capacity, units
 from driver_kit.exceptions import InvalidInput
 
 __all__ = ["PoolFacts", "PoolStats", "BackendStats", "Violation", "build_pool_stats",
-           "down_pool_stats", "validate_stats", "REQUIRED_POOL_FIELDS",
+           "down_pool_stats", "is_number", "validate_stats", "REQUIRED_POOL_FIELDS",
            "REQUIRED_BACKEND_FIELDS"]
 
 SPEC_KILO: Final = "specs/000 Kilo over-subscription"
@@ -57,7 +57,7 @@ class PoolFacts:
 
     def problems(self) -> list[str]:
         """Rule breaks that cannot be corrected safely (the pool then fails closed)."""
-        found = [] if self.unavailable_reason is None else [self.unavailable_reason]
+        found = []
         if not isinstance(self.pool_name, str) or not self.pool_name:
             found.append(f"pool_name must be a non-empty string, got {self.pool_name!r}")
         for name in ("total_bytes", "free_bytes", "provisioned_bytes", "snapshot_bytes",
@@ -175,9 +175,15 @@ def build_pool_stats(facts: PoolFacts, *, max_over_subscription_ratio: float | s
                      reserved_percentage: int, calculation: str = "cinder") -> PoolStats:
     """Apply config to raw facts: resolve 'auto', round conservatively, add factors.
 
+    Facts with an ``unavailable_reason`` give a down pool with that reason.
     Raises ``InvalidInput`` when the facts break a rule that cannot be
     corrected safely; the caller reports the pool down instead.
     """
+    if facts.unavailable_reason is not None:
+        return down_pool_stats(facts.pool_name, facts.unavailable_reason,
+                               reserved_percentage=reserved_percentage,
+                               thin=facts.thin_provisioning_support,
+                               thick=facts.thick_provisioning_support)
     problems = facts.problems()
     if problems:
         raise InvalidInput(f"pool {facts.pool_name!r}: " + "; ".join(problems))
@@ -270,7 +276,8 @@ class Violation:
         return f"[{self.id}] {self.field}={self.value!r}: {self.message} ({self.clause})"
 
 
-def _is_number(value: Any) -> bool:
+def is_number(value: Any) -> bool:
+    """An int or float, not a bool (which Python counts as an int)."""
     return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
@@ -339,7 +346,7 @@ def _check_pool(index: int, pool: Any, out: list[Violation]) -> None:
                                      "Cinder computes it", clause=SPEC_QUEENS))
     for key in _GB_FIELDS:
         value = pool.get(key)
-        if not _is_number(value):
+        if not is_number(value):
             if key in pool and value is not None and key not in REQUIRED_POOL_FIELDS:
                 out.append(Violation(id="field-type", field=f"{where}.{key}", value=value,
                                      message="must be a number of GiB", clause=SPEC_QUEENS))
@@ -355,17 +362,17 @@ def _check_pool(index: int, pool: Any, out: list[Violation]) -> None:
             out.append(Violation(id="gib-2-decimals", field=f"{where}.{key}", value=value,
                                  message="GiB with at most 2 decimals", clause=SPEC_QUEENS))
     total, free = pool.get("total_capacity_gb"), pool.get("free_capacity_gb")
-    if _is_number(total) and _is_number(free) and free > total:
+    if is_number(total) and is_number(free) and free > total:
         out.append(Violation(id="free-le-total", field=f"{where}.free_capacity_gb", value=free,
                              message=f"free exceeds total ({total})", clause=SPEC_QUEENS))
     ratio = pool.get("max_over_subscription_ratio")
-    if _is_number(ratio) and not (math.isfinite(ratio) and ratio >= 1.0):
+    if is_number(ratio) and not (math.isfinite(ratio) and ratio >= 1.0):
         out.append(Violation(id="ratio-ge-1", field=f"{where}.max_over_subscription_ratio",
                              value=ratio, message="must be a finite number >= 1.0 ('auto' "
                                                   "is resolved before reporting)",
                              clause=SPEC_KILO))
     reserved = pool.get("reserved_percentage")
-    if _is_number(reserved) and not 0 <= reserved <= 100:
+    if is_number(reserved) and not 0 <= reserved <= 100:
         out.append(Violation(id="reserved-range", field=f"{where}.reserved_percentage",
                              value=reserved, message="must be within 0..100",
                              clause=SPEC_QUEENS))

@@ -52,6 +52,19 @@ def test_facts_that_break_rules_are_refused():
                          reserved_percentage=0)
 
 
+def test_facts_marked_unavailable_give_a_down_pool_with_that_reason():
+    stats = report(facts(thin_provisioning_support=False, thick_provisioning_support=True,
+                         unavailable_reason="usage of thin pool vg/p is unknown"),
+                   reserved=5)
+    assert validate_stats(stats) == []
+    pool = stats["pools"][0]
+    assert pool["backend_state"] == "down"
+    assert pool["down_reason"] == "usage of thin pool vg/p is unknown"
+    assert (pool["total_capacity_gb"], pool["free_capacity_gb"]) == (0.0, 0.0)
+    assert (pool["thin_provisioning_support"], pool["thick_provisioning_support"],
+            pool["reserved_percentage"]) == (False, True, 5)
+
+
 def test_down_pool_is_valid_and_has_no_capacity():
     pool = down_pool_stats("p", "lvs failed").to_dict()
     assert pool["free_capacity_gb"] == 0 and pool["backend_state"] == "down"
