@@ -143,8 +143,8 @@ class DriverKitVolumeDriver(_Base):
         if "max_over_subscription_ratio" in overrides:
             overrides["max_over_subscription_ratio"] = str(
                 overrides["max_over_subscription_ratio"])
-        if "lock_path" not in overrides and _cinder_lock_path():
-            overrides["lock_path"] = _cinder_lock_path()
+        if "lock_path" not in overrides and (lock_path := _cinder_lock_path()):
+            overrides["lock_path"] = lock_path
         return overrides
 
     def _build(self) -> VolumeDriver:

@@ -19,10 +19,15 @@ function install_driver_kit {
     setup_develop "$DRIVER_KIT_DIR"
 }
 
+# The loop device the backing file is attached to (empty when it is not attached)
+function _driver_kit_attached_loop_device {
+    sudo losetup --associated "$DRIVER_KIT_BACKING_FILE" --noheadings --output NAME
+}
+
 # The loop device of the backing file, attaching it when it is not attached yet
 function _driver_kit_loop_device {
     local device
-    device=$(sudo losetup --associated "$DRIVER_KIT_BACKING_FILE" --noheadings --output NAME)
+    device=$(_driver_kit_attached_loop_device)
     if [[ -z "$device" ]]; then
         device=$(sudo losetup --find --show "$DRIVER_KIT_BACKING_FILE")
     fi
@@ -85,7 +90,7 @@ function clean_driver_kit_volume_group {
         sudo vgremove -f "$vg"
     fi
     local device
-    device=$(sudo losetup --associated "$DRIVER_KIT_BACKING_FILE" --noheadings --output NAME)
+    device=$(_driver_kit_attached_loop_device)
     if [[ -n "$device" ]]; then
         sudo losetup --detach "$device"
     fi

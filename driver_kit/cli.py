@@ -26,7 +26,7 @@ from driver_kit.driver import VolumeDriver
 from driver_kit.exceptions import CapacityExceeded, ConfigError, DriverKitError
 
 __all__ = ["main", "import_object", "driver_class", "load_driver", "DEFAULT_BACKEND",
-           "default_overrides"]
+           "default_overrides", "format_columns"]
 
 EXIT_ERROR, EXIT_USAGE, EXIT_REFUSED = 1, 2, 3
 DEFAULT_BACKEND = "lvm-sim"
@@ -94,8 +94,9 @@ def load_driver(config_files: Sequence[str] = (), backend: str | None = None, *,
     return cls(config)
 
 
-def _table(rows: list[list[Any]], headers: list[str]) -> str:
-    cells = [headers] + [["-" if v is None else str(v) for v in row] for row in rows]
+def format_columns(rows: Sequence[Sequence[Any]], headers: Sequence[str]) -> str:
+    """Left-aligned columns two spaces apart under dashed headers (None shows as "-")."""
+    cells = [list(headers)] + [["-" if v is None else str(v) for v in row] for row in rows]
     widths = [max(len(r[i]) for r in cells) for i in range(len(headers))]
     lines = ["  ".join(c.ljust(w) for c, w in zip(row, widths)).rstrip() for row in cells]
     lines.insert(1, "  ".join("-" * w for w in widths))
@@ -109,9 +110,9 @@ def stats_table(stats: dict[str, Any]) -> str:
              p.get("snapshot_capacity_gb"), p["max_over_subscription_ratio"],
              p["reserved_percentage"], p.get("max_volume_size_gb"), p["total_volumes"],
              p.get("data_percent"), p.get("metadata_percent")] for p in stats["pools"]]
-    text = _table(rows, ["pool", "state", "total GiB", "free GiB", "provisioned GiB",
-                         "snapshots GiB", "ratio", "reserved %", "largest new GiB",
-                         "volumes", "data %", "meta %"])
+    text = format_columns(rows, ["pool", "state", "total GiB", "free GiB", "provisioned GiB",
+                                 "snapshots GiB", "ratio", "reserved %", "largest new GiB",
+                                 "volumes", "data %", "meta %"])
     reasons = [f"{p['pool_name']}: {p['down_reason']}" for p in stats["pools"]
                if p.get("down_reason")]
     return text + "".join(f"\n  down: {r}" for r in reasons)
@@ -127,8 +128,9 @@ def pools_table(stats: dict[str, Any]) -> str:
                          f["total_available_capacity"], f["provisioned_capacity"],
                          f["virtual_free_capacity"], f["free_percent"],
                          f["provisioned_ratio"], f["max_over_subscription_ratio"]])
-    return _table(rows, ["pool", "type", "total", "free", "reserved", "available",
-                         "provisioned", "virtual free", "free %", "prov. ratio", "ratio"])
+    return format_columns(rows, ["pool", "type", "total", "free", "reserved", "available",
+                                 "provisioned", "virtual free", "free %", "prov. ratio",
+                                 "ratio"])
 
 
 # ---------------------------------------------------------------- commands

@@ -34,46 +34,40 @@ from prometheus_client import start_http_server
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector, CollectorRegistry
 
+from driver_kit.stats import is_number
+
 LOG = logging.getLogger(__name__)
 
 __all__ = ["DriverCollector", "ExporterServer", "make_registry", "serve"]
 
 PREFIX: Final = "driver_kit"
-# (stats key, metric suffix, help)
+# (stats key, help); the metric is driver_kit_pool_<stats key>
 _POOL_GAUGES: Final = (
-    ("total_capacity_gb", "total_capacity_gb", "Pool size in GiB (rounded down)."),
-    ("free_capacity_gb", "free_capacity_gb", "Free space in GiB (rounded down)."),
-    ("provisioned_capacity_gb", "provisioned_capacity_gb",
+    ("total_capacity_gb", "Pool size in GiB (rounded down)."),
+    ("free_capacity_gb", "Free space in GiB (rounded down)."),
+    ("provisioned_capacity_gb",
      "Sum of the virtual sizes of all volumes in the pool, GiB (rounded up)."),
-    ("total_used_capacity_gb", "total_used_capacity_gb", "Space physically used, GiB."),
-    ("snapshot_capacity_gb", "snapshot_capacity_gb", "Virtual size of snapshots, GiB."),
-    ("max_volume_size_gb", "max_volume_size_gb",
-     "Largest whole-GiB volume admission would accept now."),
-    ("reserved_percentage", "reserved_percentage", "Reserved percentage of total."),
-    ("max_over_subscription_ratio", "max_over_subscription_ratio",
-     "Effective max over-subscription ratio ('auto' resolved)."),
-    ("total_volumes", "total_volumes", "Volumes in the pool."),
-    ("data_percent", "data_percent", "Thin pool data usage, percent."),
-    ("metadata_percent", "metadata_percent", "Thin pool metadata usage, percent."),
+    ("total_used_capacity_gb", "Space physically used, GiB."),
+    ("snapshot_capacity_gb", "Virtual size of snapshots, GiB."),
+    ("max_volume_size_gb", "Largest whole-GiB volume admission would accept now."),
+    ("reserved_percentage", "Reserved percentage of total."),
+    ("max_over_subscription_ratio", "Effective max over-subscription ratio ('auto' resolved)."),
+    ("total_volumes", "Volumes in the pool."),
+    ("data_percent", "Thin pool data usage, percent."),
+    ("metadata_percent", "Thin pool metadata usage, percent."),
 )
-# capacity factor key -> metric suffix (units in the name, as the house style wants)
-_FACTOR_SUFFIX: Final = {
-    "total_capacity": "total_capacity_gb",
-    "free_capacity": "free_capacity_gb",
-    "reserved_capacity": "reserved_capacity_gb",
-    "total_reserved_available_capacity": "total_reserved_available_capacity_gb",
-    "total_available_capacity": "total_available_capacity_gb",
-    "provisioned_capacity": "provisioned_capacity_gb",
-    "calculated_free_capacity": "calculated_free_capacity_gb",
-    "virtual_free_capacity": "virtual_free_capacity_gb",
-    "free_percent": "free_percent",
-    "provisioned_ratio": "provisioned_ratio",
-    "max_over_subscription_ratio": "max_over_subscription_ratio",
-}
+# capacity factor keys; the metric is driver_kit_capacity_<key>, plus "_gb" for the
+# capacities (units in the name, as the house style wants)
+_FACTORS: Final = (
+    "total_capacity", "free_capacity", "reserved_capacity",
+    "total_reserved_available_capacity", "total_available_capacity", "provisioned_capacity",
+    "calculated_free_capacity", "virtual_free_capacity", "free_percent", "provisioned_ratio",
+    "max_over_subscription_ratio",
+)
 
 
-def _is_number(value: Any) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool)
+def _factor_suffix(key: str) -> str:
+    return f"{key}_gb" if key.endswith("capacity") else key
 
 
 class DriverCollector(Collector):
@@ -119,14 +113,14 @@ class DriverCollector(Collector):
         up = GaugeMetricFamily(f"{PREFIX}_pool_up", "1 when the pool can be read, 0 when "
                                "it is reported down (no capacity).",
                                labels=["backend", "pool"])
-        gauges = {key: GaugeMetricFamily(f"{PREFIX}_pool_{suffix}", text,
+        gauges = {key: GaugeMetricFamily(f"{PREFIX}_pool_{key}", text,
                                          labels=["backend", "pool"])
-                  for key, suffix, text in _POOL_GAUGES}
+                  for key, text in _POOL_GAUGES}
         factors = {key: GaugeMetricFamily(
-            f"{PREFIX}_capacity_{suffix}",
+            f"{PREFIX}_capacity_{_factor_suffix(key)}",
             f"Capacity factor {key} of the pool for one provisioning type (Zed spec).",
             labels=["backend", "pool", "provisioned_type"])
-            for key, suffix in _FACTOR_SUFFIX.items()}
+            for key in _FACTORS}
         for pool in pools:
             name = str(pool.get("pool_name"))
             is_up = success and pool.get("backend_state", "up") == "up"
@@ -134,12 +128,12 @@ class DriverCollector(Collector):
             if not success:
                 continue  # a failed refresh: the last figures are stale, say nothing
             for key, gauge in gauges.items():
-                if _is_number(pool.get(key)):
+                if is_number(pool.get(key)):
                     gauge.add_metric([backend, name], float(pool[key]))
             for entry in pool.get("capacity_factors") or []:
                 kind = str(entry.get("provisioned_type"))
                 for key, gauge in factors.items():
-                    if _is_number(entry.get(key)):
+                    if is_number(entry.get(key)):
                         gauge.add_metric([backend, name, kind], float(entry[key]))
         yield up
         yield from gauges.values()

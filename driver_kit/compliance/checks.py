@@ -30,8 +30,9 @@ import psutil
 
 from driver_kit import (AlreadyExists, CapacityExceeded, InvalidInput, InvalidSize,
                         calculate_virtual_free_capacity, validate_stats)
+from driver_kit.stats import is_number
 
-__all__ = ["CATALOGUE", "SETUP", "Check", "CheckContext", "CheckError", "CheckFailed",
+__all__ = ["BY_ID", "CATALOGUE", "SETUP", "Check", "CheckContext", "CheckError", "CheckFailed",
            "CheckSkipped", "ComplianceHooks", "find_checks", "set_up"]
 
 Severity = Literal["must", "should"]
@@ -183,8 +184,7 @@ class CheckContext:
 # ---------------------------------------------------------------- report helpers
 
 def _number(value: Any) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool) \
-        and math.isfinite(value)
+    return is_number(value) and math.isfinite(value)
 
 
 def _pools(drv: Any) -> list[dict[str, Any]]:
@@ -836,7 +836,8 @@ CATALOGUE: tuple[Check, ...] = (
                f"that cannot be read is reported down)", _check_fail_closed),
 )
 
-_BY_ID: Mapping[str, Check] = {c.id: c for c in CATALOGUE}
+#: the catalogue indexed by check id
+BY_ID: Mapping[str, Check] = {c.id: c for c in CATALOGUE}
 
 
 def find_checks(patterns: list[str] | tuple[str, ...] | None) -> tuple[Check, ...]:
@@ -849,5 +850,5 @@ def find_checks(patterns: list[str] | tuple[str, ...] | None) -> tuple[Check, ..
     unknown = [p for p in patterns if not any(fnmatch.fnmatchcase(c.id, p) for c in CATALOGUE)]
     if unknown:
         raise ValueError(f"no check matches {', '.join(map(repr, unknown))}; known: "
-                         f"{', '.join(_BY_ID)}")
+                         f"{', '.join(BY_ID)}")
     return tuple(c for c in CATALOGUE if any(fnmatch.fnmatchcase(c.id, p) for p in patterns))

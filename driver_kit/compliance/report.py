@@ -6,6 +6,7 @@ import json
 import xml.etree.ElementTree as ET
 from typing import Any
 
+from driver_kit.cli import format_columns
 from driver_kit.compliance.runner import RunReport
 
 __all__ = ["format_table", "junit_xml", "report_to_dict", "write_json", "write_junit"]
@@ -15,7 +16,7 @@ _MARK = {"passed": "PASS", "failed": "FAIL", "skipped": "SKIP", "errored": "ERRO
 
 def format_table(report: RunReport, *, reason_width: int = 100) -> str:
     """Check id, result (with severity when it did not pass) and reason, one row each."""
-    rows = [("CHECK", "RESULT", "REASON")]
+    rows = []
     for r in report.results:
         mark = _MARK[r.status] + (f" ({r.severity})" if r.status in ("failed", "errored")
                                   else "")
@@ -23,15 +24,10 @@ def format_table(report: RunReport, *, reason_width: int = 100) -> str:
         if len(reason) > reason_width:
             reason = reason[:reason_width - 3] + "..."
         rows.append((r.id, mark, reason))
-    id_w = max(len(row[0]) for row in rows)
-    mark_w = max(len(row[1]) for row in rows)
-    lines = [f"{a:<{id_w}}  {b:<{mark_w}}  {c}".rstrip() for a, b, c in rows]
-    lines.insert(1, f"{'-' * id_w}  {'-' * mark_w}  {'-' * 6}")
-    counts = report.counts()
-    lines.append("")
-    lines.append(f"{report.driver}: " + ", ".join(f"{n} {s}" for s, n in counts.items())
-                 + f" in {report.duration_s:.1f} s; exit code {report.exit_code}")
-    return "\n".join(lines) + "\n"
+    table = format_columns(rows, ("CHECK", "RESULT", "REASON"))
+    counts = ", ".join(f"{n} {s}" for s, n in report.counts().items())
+    return (f"{table}\n\n{report.driver}: {counts} in {report.duration_s:.1f} s; "
+            f"exit code {report.exit_code}\n")
 
 
 def report_to_dict(report: RunReport) -> dict[str, Any]:

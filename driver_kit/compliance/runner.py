@@ -22,7 +22,7 @@ from typing import Any, Callable, Literal, Mapping, Sequence
 
 from driver_kit import ConfigError, DriverKitError, VolumeDriver
 from driver_kit.cli import import_object
-from driver_kit.compliance.checks import (CATALOGUE, SETUP, Check, CheckContext, CheckError,
+from driver_kit.compliance.checks import (BY_ID, SETUP, Check, CheckContext, CheckError,
                                           CheckFailed, CheckSkipped, ComplianceHooks,
                                           find_checks, set_up)
 
@@ -296,7 +296,7 @@ class Runner:
 
     def run_one(self, check_id: str) -> CheckResult:
         """Run one catalogue check (setting the driver up first if needed)."""
-        check = next((c for c in CATALOGUE if c.id == check_id), None)
+        check = BY_ID.get(check_id)
         if check is None:
             raise ValueError(f"unknown check {check_id!r}")
         setup = self.setup()

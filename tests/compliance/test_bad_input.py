@@ -9,7 +9,8 @@ import pytest
 
 from driver_kit.compliance import CATALOGUE, DriverSpec, Runner, run_checks
 from driver_kit.compliance.cli import main_check
-from tests.compliance.drivers import (MEMORY_HOOKS, RELEASE, SPARSE_HOOKS, HandWrittenReport,
+from tests.compliance.drivers import (HAND_WRITTEN_OPERATIONS_HOOKS, MEMORY_HOOKS, RELEASE,
+                                      SPARSE_HOOKS, HandWrittenOperations, HandWrittenReport,
                                       HangsOnStats, RaisesOnCreate, memory_factory,
                                       sparse_config)
 
@@ -75,6 +76,25 @@ def test_a_report_only_object_gets_report_checks_and_says_why_no_more():
     skipped = {r.id: r.reason for r in report.results if r.status == "skipped"}
     assert set(skipped) == behaviour | {"stats.refresh-cached"}
     assert "lacks driver_kit's operations API" in skipped["ops.delete-missing"]
+
+
+def test_a_pool_whose_room_cannot_be_told(tmp_path):
+    """No capacity factors, no max_volume_size_gb and no ratio: the checks that need
+    the room of the pool error, saying why; the others still run."""
+    make = memory_factory(tmp_path)
+    report = run_checks(lambda: HandWrittenOperations(make(), omit=(
+        "capacity_factors", "max_volume_size_gb", "max_over_subscription_ratio")),
+        hooks=HAND_WRITTEN_OPERATIONS_HOOKS, only=["provisioned.*", "admission.*", "ops.*"],
+        timeout_s=20)
+    errored = {r.id: r.reason for r in report.results if r.status == "errored"}
+    assert set(errored) == {"provisioned.create-delete", "admission.create-over-cap",
+                            "admission.extend-over-cap", "admission.parallel-threads",
+                            "ops.extend-smaller"}
+    assert set(errored.values()) == {
+        "cannot tell how much room pool 'mem' has: 'max_over_subscription_ratio'"}
+    assert report.by_status("passed") == {
+        "driver.setup", "provisioned.excludes-snapshots", "provisioned.counts-out-of-band",
+        "ops.create-existing", "ops.delete-missing"}
 
 
 def test_a_driver_that_raises_inside_checks(tmp_path):

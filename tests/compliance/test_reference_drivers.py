@@ -1,11 +1,15 @@
 """Reference users of the harness pass every check: the unit tests' memory driver,
 the contrib sparse-file driver and the LVM driver on its simulator."""
 
+import math
 import os
 
+from driver_kit import load_backend_config
 from driver_kit.cli import DEFAULT_BACKEND, default_overrides
 from driver_kit.compliance import CATALOGUE, DriverSpec, run_checks
-from tests.compliance.drivers import LVM_HOOKS, MEMORY_HOOKS, memory_factory, sparse_config
+from tests.compliance.drivers import (HAND_WRITTEN_OPERATIONS_HOOKS, LVM_HOOKS, MEMORY_HOOKS,
+                                      HandWrittenOperations, SnapMemoryDriver, memory_factory,
+                                      sparse_config)
 from tests.unit.memdriver import MemoryDriver
 
 ALL = {c.id for c in CATALOGUE} | {"driver.setup"}
@@ -20,6 +24,35 @@ def test_memory_driver_passes(tmp_path):
     assert "does not support snapshots" in skipped["provisioned.excludes-snapshots"]
     assert report.profile["snapshots_supported"] is False
     assert report.exit_code == 0
+
+
+def test_a_driver_not_built_on_the_kit_passes_with_the_room_worked_out(tmp_path):
+    """Its pools report neither capacity factors nor max_volume_size_gb, so the
+    harness works out the room from each pool's numbers, as the kit would."""
+    config = load_backend_config(overrides={"lock_path": str(tmp_path / "locks"),
+                                            "max_over_subscription_ratio": "2.0",
+                                            "reserved_percentage": 10})
+    made = []
+
+    def factory():
+        made.append(HandWrittenOperations(SnapMemoryDriver(config)))
+        return made[-1]
+    report = run_checks(factory, hooks=HAND_WRITTEN_OPERATIONS_HOOKS, timeout_s=20)
+    assert report.by_status("failed", "errored") == set(), [
+        (r.id, r.status, r.reason) for r in report.results if r.status != "passed"]
+    assert report.by_status("skipped") == {"admission.parallel-processes"}
+    pool = made[0].get_volume_stats(refresh=True)["pools"][0]
+    assert "capacity_factors" not in pool and "max_volume_size_gb" not in pool
+    # the room the harness worked out is the kit's own figure: (100 - 10) * 2.0 GiB
+    kit_pool = made[0].inner.get_volume_stats(refresh=True)["pools"][0]
+    [thin] = kit_pool["capacity_factors"]
+    room = math.floor(thin["virtual_free_capacity"])
+    assert room == kit_pool["max_volume_size_gb"] == 180
+    reasons = {r.id: r.reason for r in report.results}
+    assert reasons["admission.create-over-cap"].startswith(
+        f"a create of {room + 1} GiB, past the over-subscription cap "
+        f"(max_volume_size_gb {room}): CapacityExceeded")
+    assert f" with room for {room} GiB: " in reasons["admission.parallel-threads"]
 
 
 def test_sparse_file_driver_passes_every_check(tmp_path):
