@@ -59,8 +59,8 @@ from oslo_config import cfg
 from driver_kit import (BackendError, CapacityExceeded, ConfigError, DriverKitError,
                         InvalidInput, SnapshotNotFound, VolumeDriver, VolumeNotFound,
                         load_backend_config, make_conf)
-from driver_kit.cli import driver_class
 from driver_kit.config import KIT_OPTS
+from driver_kit.loading import driver_class
 
 try:
     from cinder import exception as cinder_exception

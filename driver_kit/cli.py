@@ -1,14 +1,14 @@
 """The ``driver-kit`` command: stats, pools, volume operations, a demo, checks.
 
-Drivers are loaded by dotted path (``volume_driver``, as in Cinder). With no
-``--config-file`` the default configuration below runs the LVM driver on its
-embedded simulator, with a state file under the user's state directory.
+Drivers are loaded by dotted path (``volume_driver``, as in Cinder; see
+``driver_kit.loading``). With no ``--config-file`` the default configuration
+runs the LVM driver on its embedded simulator, with a state file under the
+user's state directory. Nothing imports this module: it is the top layer.
 """
 
 from __future__ import annotations
 
 import argparse
-import importlib
 import json
 import logging
 import os
@@ -16,121 +16,20 @@ import sys
 import tempfile
 import time
 import traceback
-from typing import Any, Callable, Sequence
+from typing import Callable, Sequence
 
 import platformdirs
 
 from driver_kit import scheduler
-from driver_kit.config import load_backend_config, make_conf
 from driver_kit.driver import VolumeDriver
 from driver_kit.exceptions import CapacityExceeded, ConfigError, DriverKitError
+from driver_kit.loading import default_overrides, import_object, load_driver
+from driver_kit.tables import pools_table, stats_table
 
-__all__ = ["main", "import_object", "driver_class", "load_driver", "DEFAULT_BACKEND",
-           "default_overrides", "format_columns"]
+__all__ = ["main"]
 
 EXIT_ERROR, EXIT_USAGE, EXIT_REFUSED = 1, 2, 3
-DEFAULT_BACKEND = "lvm-sim"
 DEMO = "lvm_driver.demo:run_demo"
-
-
-def default_overrides(state_file: str) -> dict[str, Any]:
-    """The configuration used when no file is given: LVM driver on the simulator."""
-    return {"volume_driver": "lvm_driver.driver.ThinLVMDriver", "lvm_backend": "simulator",
-            "lvm_simulator_state_file": state_file, "volume_group": "dkvg",
-            "lvm_thin_pool_name": "pool", "lvm_offer_thick": True,
-            "lock_path": os.path.join(os.path.dirname(state_file), "locks")}
-
-
-def import_object(path: str, what: str = "driver") -> Any:
-    """The object a ``module:Name`` (or ``module.Name``) path names, or ConfigError."""
-    module_name, sep, attr = path.partition(":")
-    if not sep:
-        module_name, _, attr = path.rpartition(".")
-    if not module_name or not attr:
-        raise ConfigError(f"{what} path {path!r} must be module.Name or module:Name")
-    try:
-        module = importlib.import_module(module_name)
-    except Exception as exc:  # ImportError, SyntaxError, or whatever the module raised
-        raise ConfigError(f"cannot import {module_name!r} for {what} {path!r}: "
-                          f"{type(exc).__name__}: {exc}") from exc
-    try:
-        return getattr(module, attr)
-    except AttributeError:
-        raise ConfigError(f"module {module_name!r} has no {attr!r} ({what} {path!r})") from None
-
-
-def driver_class(path: str, what: str = "driver") -> type[VolumeDriver]:
-    """The ``VolumeDriver`` subclass a ``module:Class`` (or ``module.Class``) path names.
-
-    Raises ConfigError saying why when the module does not import (whatever it
-    raises), has no such name, or the name is not a ``VolumeDriver`` subclass.
-    ``what`` names the setting in the message.
-    """
-    cls = import_object(path, what)
-    if not (isinstance(cls, type) and issubclass(cls, VolumeDriver)):
-        raise ConfigError(f"{what} {path!r} is not a driver_kit.VolumeDriver subclass")
-    return cls
-
-
-def load_driver(config_files: Sequence[str] = (), backend: str | None = None, *,
-                driver_path: str | None = None,
-                overrides: dict[str, Any] | None = None) -> VolumeDriver:
-    """Build (without I/O) the driver a backend section names."""
-    conf = make_conf(config_files)
-    if backend is None:
-        enabled = list(conf.enabled_backends or [])
-        if len(enabled) > 1:
-            raise ConfigError(f"several backends are enabled ({', '.join(enabled)}): "
-                              f"choose one with --backend")
-        backend = enabled[0] if enabled else DEFAULT_BACKEND
-    overrides = dict(overrides or {})
-    if driver_path:
-        overrides["volume_driver"] = driver_path
-    path = overrides.get("volume_driver")
-    if path is None:
-        path = load_backend_config(conf, backend).volume_driver
-    cls = driver_class(path)
-    config = load_backend_config(conf, backend, extra_opts=cls.OPTIONS, overrides=overrides)
-    return cls(config)
-
-
-def format_columns(rows: Sequence[Sequence[Any]], headers: Sequence[str]) -> str:
-    """Left-aligned columns two spaces apart under dashed headers (None shows as "-")."""
-    cells = [list(headers)] + [["-" if v is None else str(v) for v in row] for row in rows]
-    widths = [max(len(r[i]) for r in cells) for i in range(len(headers))]
-    lines = ["  ".join(c.ljust(w) for c, w in zip(row, widths)).rstrip() for row in cells]
-    lines.insert(1, "  ".join("-" * w for w in widths))
-    return "\n".join(lines)
-
-
-def stats_table(stats: dict[str, Any]) -> str:
-    """The pools of a stats report as a table an operator reads at a glance."""
-    rows = [[p["pool_name"], p.get("backend_state"), p["total_capacity_gb"],
-             p["free_capacity_gb"], p["provisioned_capacity_gb"],
-             p.get("snapshot_capacity_gb"), p["max_over_subscription_ratio"],
-             p["reserved_percentage"], p.get("max_volume_size_gb"), p["total_volumes"],
-             p.get("data_percent"), p.get("metadata_percent")] for p in stats["pools"]]
-    text = format_columns(rows, ["pool", "state", "total GiB", "free GiB", "provisioned GiB",
-                                 "snapshots GiB", "ratio", "reserved %", "largest new GiB",
-                                 "volumes", "data %", "meta %"])
-    reasons = [f"{p['pool_name']}: {p['down_reason']}" for p in stats["pools"]
-               if p.get("down_reason")]
-    return text + "".join(f"\n  down: {r}" for r in reasons)
-
-
-def pools_table(stats: dict[str, Any]) -> str:
-    """The get-pools view: capacity factors per provisioning type."""
-    rows = []
-    for pool in scheduler.get_pools(stats):
-        for f in pool["capacity_factors"]:
-            rows.append([pool["name"], f["provisioned_type"], f["total_capacity"],
-                         f["free_capacity"], f["reserved_capacity"],
-                         f["total_available_capacity"], f["provisioned_capacity"],
-                         f["virtual_free_capacity"], f["free_percent"],
-                         f["provisioned_ratio"], f["max_over_subscription_ratio"]])
-    return format_columns(rows, ["pool", "type", "total", "free", "reserved", "available",
-                                 "provisioned", "virtual free", "free %", "prov. ratio",
-                                 "ratio"])
 
 
 # ---------------------------------------------------------------- commands

@@ -6,7 +6,8 @@ import os
 from typing import Any
 
 from driver_kit import CapacityExceeded, GiB
-from driver_kit.cli import load_driver, pools_table, stats_table
+from driver_kit.loading import load_driver
+from driver_kit.tables import pools_table, stats_table
 from lvm_driver.driver import ThinLVMDriver
 
 __all__ = ["run_demo"]

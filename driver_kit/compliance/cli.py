@@ -18,6 +18,7 @@ import tempfile
 from driver_kit.compliance.checks import CATALOGUE
 from driver_kit.compliance.options import add_options, build_runner
 from driver_kit.compliance.report import format_table, write_json, write_junit
+from driver_kit.loading import DEFAULT_BACKEND, default_overrides
 
 __all__ = ["build_parser", "main_check"]
 
@@ -37,7 +38,6 @@ def build_parser(prog: str = "driver-kit check") -> argparse.ArgumentParser:
 def _run(args: argparse.Namespace, scratch: str) -> int:
     values, overrides = vars(args), {}
     if not args.driver and not args.config_files:
-        from driver_kit.cli import DEFAULT_BACKEND, default_overrides
         overrides = default_overrides(os.path.join(scratch, "simulator.json"))
         values = {**values, "backend": args.backend or DEFAULT_BACKEND}
     try:

@@ -6,8 +6,8 @@ import json
 import xml.etree.ElementTree as ET
 from typing import Any
 
-from driver_kit.cli import format_columns
 from driver_kit.compliance.runner import RunReport
+from driver_kit.tables import format_columns
 
 __all__ = ["format_table", "junit_xml", "report_to_dict", "write_json", "write_junit"]
 

@@ -16,15 +16,16 @@ import threading
 import time
 import traceback
 import uuid
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any, Callable, Literal, Mapping, Sequence
 
-from driver_kit import ConfigError, DriverKitError, VolumeDriver
-from driver_kit.cli import import_object
+from driver_kit import ConfigError
 from driver_kit.compliance.checks import (BY_ID, SETUP, Check, CheckContext, CheckError,
                                           CheckFailed, CheckSkipped, ComplianceHooks,
                                           find_checks, set_up)
+from driver_kit.compliance.spec import DriverSpec, LoadError, load_driver
+from driver_kit.loading import import_object
 
 __all__ = ["CheckResult", "DriverSpec", "LoadError", "RunReport", "Runner", "load_driver",
            "load_hooks", "run_checks"]
@@ -76,55 +77,11 @@ class RunReport:
         return {r.id for r in self.results if r.status in statuses}
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class DriverSpec:
-    """How to build a driver by name, so that another process can build it too.
-
-    ``driver`` is ``module:Class`` (or ``module.Class``); without it the backend
-    section's ``volume_driver`` is used. ``backend`` defaults to the one backend
-    in ``enabled_backends``. ``overrides`` win over the file (e.g. ``lock_path``).
-    """
-
-    driver: str | None = None
-    config_files: tuple[str, ...] = ()
-    backend: str | None = None
-    overrides: Mapping[str, Any] = field(default_factory=dict)
-
-    def describe(self) -> str:
-        parts = [self.driver or self.overrides.get("volume_driver")
-                 or "volume_driver of the config"]
-        parts += [f"config {path}" for path in self.config_files]
-        if self.backend:
-            parts.append(f"backend {self.backend}")
-        return ", ".join(parts)
-
-
-class LoadError(DriverKitError):
-    """The driver, its config or its hooks cannot be loaded; the message says why."""
-
-
 def _import_attr(path: str, what: str) -> Any:
     try:
         return import_object(path, what)
     except ConfigError as exc:
         raise LoadError(str(exc)) from exc
-
-
-def load_driver(spec: DriverSpec) -> Callable[[], VolumeDriver]:
-    """A factory of fresh, not yet set-up driver instances, built as ``driver-kit``
-    builds them (``driver_kit.cli``). Nothing is imported or built before it is
-    called; each call raises ``LoadError`` saying why when no driver can be built.
-    """
-    from driver_kit.cli import load_driver as build
-
-    def factory() -> VolumeDriver:
-        try:
-            return build(list(spec.config_files), spec.backend, driver_path=spec.driver,
-                         overrides=dict(spec.overrides) or None)
-        except DriverKitError as exc:
-            raise LoadError(str(exc)) from exc
-    factory.spec = spec  # type: ignore[attr-defined]  # its module's hooks apply
-    return factory
 
 
 def load_hooks(path: str | None, driver_class: type | None = None) -> ComplianceHooks:

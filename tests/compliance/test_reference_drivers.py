@@ -5,7 +5,7 @@ import math
 import os
 
 from driver_kit import load_backend_config
-from driver_kit.cli import DEFAULT_BACKEND, default_overrides
+from driver_kit.loading import DEFAULT_BACKEND, default_overrides
 from driver_kit.compliance import CATALOGUE, DriverSpec, run_checks
 from tests.compliance.drivers import (HAND_WRITTEN_OPERATIONS_HOOKS, LVM_HOOKS, MEMORY_HOOKS,
                                       HandWrittenOperations, SnapMemoryDriver, memory_factory,

@@ -20,7 +20,7 @@ from typing import Any
 
 import pytest
 
-from driver_kit.cli import load_driver
+from driver_kit.loading import load_driver
 from driver_kit.driver import VolumeDriver
 
 HERE = Path(__file__).resolve().parent

@@ -8,7 +8,8 @@ import pytest
 
 from driver_kit import validate_stats
 from driver_kit import ConfigError
-from driver_kit.cli import _parser, driver_class, main
+from driver_kit.cli import _parser, main
+from driver_kit.loading import driver_class
 
 
 @pytest.fixture(autouse=True)

@@ -1,0 +1,93 @@
+"""The packages import one way: no import circle, and the command line on top.
+
+Read from the source (``ast``), every import counted, those inside functions
+too: a lazy import that closes a circle is still a circle in the design.
+"""
+
+from __future__ import annotations
+
+import ast
+import graphlib
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+PACKAGES = ("driver_kit", "lvm_driver", "contrib")
+#: front ends nothing else may import
+TOP = ("driver_kit.cli",)
+#: circles closed by a lazy import in driver_kit/compliance/checks.py, which takes
+#: the spec loader from the runner rather than from driver_kit.compliance.spec
+KNOWN_CIRCLES = {frozenset({"driver_kit.compliance.checks", "driver_kit.compliance.runner"})}
+
+
+def _modules() -> dict[str, Path]:
+    found = {}
+    for package in PACKAGES:
+        for path in sorted((REPO / package).rglob("*.py")):
+            parts = list(path.relative_to(REPO).with_suffix("").parts)
+            if parts[-1] == "__init__":
+                parts.pop()
+            found[".".join(parts)] = path
+    return found
+
+
+def _imports(name: str, path: Path, modules: dict[str, Path]) -> set[str]:
+    """The project modules ``name`` imports (a package's own face excepted)."""
+    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+    targets = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            names = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                parent = package.split(".")[:len(package.split(".")) - node.level + 1]
+                base = ".".join(parent + ([base] if base else []))
+            names = [base] + [f"{base}.{alias.name}" for alias in node.names]
+        else:
+            continue
+        for imported in names:
+            while imported and imported not in modules:
+                imported = imported.rpartition(".")[0]
+            # a module importing its own package's __init__ is how packages work
+            if imported and imported != name and not name.startswith(imported + "."):
+                targets.add(imported)
+    return targets
+
+
+def _graph() -> dict[str, set[str]]:
+    modules = _modules()
+    return {name: _imports(name, path, modules) for name, path in modules.items()}
+
+
+def _circles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """Every import circle, each found once (graphlib names one per attempt)."""
+    graph = {name: set(targets) for name, targets in graph.items()}
+    circles = []
+    while True:
+        try:
+            graphlib.TopologicalSorter(graph).prepare()
+            return circles
+        except graphlib.CycleError as error:
+            circle = error.args[1]  # [a, b, ..., a]
+            circles.append(circle)
+            graph[circle[1]].discard(circle[0])  # graphlib lists it as dependency order
+
+
+def test_the_walk_sees_the_packages_and_their_imports() -> None:
+    graph = _graph()
+    assert {"driver_kit.cli", "driver_kit.loading", "lvm_driver.simulator",
+            "contrib.cinder_adapter"} <= graph.keys()
+    assert "driver_kit.loading" in graph["driver_kit.cli"]
+    assert "driver_kit.compliance.cli" in graph["driver_kit.cli"]  # a lazy import counts
+    assert _circles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) != []
+
+
+def test_no_import_circles() -> None:
+    circles = [c for c in _circles(_graph()) if frozenset(c) not in KNOWN_CIRCLES]
+    assert circles == [], "import circles: " + "; ".join(" -> ".join(c) for c in circles)
+
+
+def test_nothing_imports_the_command_line() -> None:
+    importers = sorted(f"{name} imports {top}" for name, targets in _graph().items()
+                       for top in TOP if top in targets)
+    assert importers == []
