@@ -22,9 +22,10 @@ import platformdirs
 
 from driver_kit import scheduler
 from driver_kit.driver import VolumeDriver
-from driver_kit.exceptions import CapacityExceeded, ConfigError, DriverKitError
+from driver_kit.exceptions import CapacityExceeded, ConfigError, DriverKitError, InvalidSize
 from driver_kit.loading import default_overrides, import_object, load_driver
 from driver_kit.tables import pools_table, stats_table
+from driver_kit.units import parse_size_gb
 
 __all__ = ["main"]
 
@@ -108,10 +109,9 @@ def _cmd_exporter(driver: VolumeDriver, args: argparse.Namespace) -> int:
 
 def _size(text: str) -> int:
     try:
-        return int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"size must be a whole number of GiB, "
-                                         f"got {text!r}") from None
+        return parse_size_gb(text, from_text=True)
+    except InvalidSize as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def _port(text: str) -> int:

@@ -32,6 +32,7 @@ from driver_kit.exceptions import (AlreadyExists, BackendUnavailable, CapacityEx
                                    SnapshotNotFound, VolumeNotFound)
 from driver_kit.stats import (BackendStats, PoolFacts, PoolStats, build_pool_stats,
                               down_pool_stats, validate_stats)
+from driver_kit.units import parse_size_gb
 
 LOG = logging.getLogger(__name__)
 
@@ -57,18 +58,11 @@ class VolumeInfo:
 
 
 def validate_size_gb(size_gb: Any, what: str = "size") -> int:
-    """A volume size must be a positive whole number of GiB, as in Cinder."""
-    if isinstance(size_gb, bool):
-        raise InvalidSize(f"{what} must be a whole number of GiB, got {size_gb!r}")
-    if isinstance(size_gb, float):
-        if math.isnan(size_gb) or math.isinf(size_gb) or not size_gb.is_integer():
-            raise InvalidSize(f"{what} must be a whole number of GiB, got {size_gb!r}")
-        size_gb = int(size_gb)
-    if not isinstance(size_gb, int):
-        raise InvalidSize(f"{what} must be a whole number of GiB, got {size_gb!r}")
-    if size_gb <= 0:
-        raise InvalidSize(f"{what} must be at least 1 GiB, got {size_gb}")
-    return size_gb
+    """A volume size must be a whole number of GiB from 1 to 8 EiB, as in Cinder.
+
+    Numbers only (``units.parse_size_gb``, which the command line shares).
+    """
+    return parse_size_gb(size_gb, what)
 
 
 def provisioning_type(extra_specs: Mapping[str, Any] | None) -> str | None:

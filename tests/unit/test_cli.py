@@ -56,11 +56,18 @@ def test_errors_are_one_clear_line(capsys, argv, code, needle):
     assert needle in err and "Traceback" not in err
 
 
-def test_bad_size_is_a_usage_error(capsys):
+@pytest.mark.parametrize("command", ["create", "extend"])
+@pytest.mark.parametrize("size", ["1.5", "10_0", " 3 ", "\uff13", "+3", "0x10", "1e3", "0",
+                                  str(10 ** 400), "8589934593"])
+def test_bad_size_is_a_one_line_usage_error(capsys, command, size):
     with pytest.raises(SystemExit) as exit_:
-        main(["create", "v", "1.5"])
+        main([command, "v", size])
     assert exit_.value.code == 2
-    assert "whole number of GiB" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert "Traceback" not in err and len(err.splitlines()) == 2  # usage, then the reason
+    assert "error: argument size: size must be " in err
+    assert ("whole number of GiB" in err or "at least 1 GiB" in err
+            or "at most 8589934592 GiB (8 EiB" in err)
 
 
 def test_driver_class_says_why_a_path_names_no_driver(tmp_path, monkeypatch):

@@ -7,6 +7,7 @@ import pytest
 from driver_kit import (AlreadyExists, CapacityExceeded, GiB, InvalidInput, InvalidSize,
                         VolumeNotFound, load_backend_config, validate_stats)
 from driver_kit.exceptions import BackendUnavailable
+from driver_kit.units import MAX_VOLUME_GB
 
 from tests.unit.memdriver import MemoryDriver
 
@@ -57,6 +58,24 @@ def test_extend_is_enforced_and_refusal_changes_nothing(tmp_path):
 def test_bad_sizes(tmp_path, size):
     with pytest.raises(InvalidSize):
         make(tmp_path).create_volume("a", size)
+
+
+@pytest.mark.parametrize("size", [10 ** 400, MAX_VOLUME_GB + 1, 1e300])
+def test_sizes_past_lvm_limit_are_one_line_refusals(tmp_path, size):
+    driver = make(tmp_path)
+    driver.create_volume("a", 1)
+    for attempt in (lambda: driver.create_volume("b", size),
+                    lambda: driver.extend_volume("a", size)):
+        with pytest.raises(InvalidSize) as refused:
+            attempt()
+        assert "at most 8589934592 GiB (8 EiB" in str(refused.value)
+        assert "\n" not in str(refused.value) and len(str(refused.value)) < 200
+    assert driver.volumes == {"a": 1}
+
+
+def test_the_largest_size_reaches_admission(tmp_path):
+    with pytest.raises(CapacityExceeded):  # a number admission can weigh, no overflow
+        make(tmp_path).create_volume("a", MAX_VOLUME_GB)
 
 
 @pytest.mark.parametrize("name", ["", "-rf", "a b", "a;b", "$(x)", None, "a/b"])
