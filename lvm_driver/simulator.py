@@ -12,9 +12,12 @@ allowed with LVM's warnings, linear LVs and pools limited by VG free space.
 
 State lives in memory or in a JSON file shared by processes; each command
 holds an exclusive ``fcntl`` lock on ``<state file>.lock`` for its whole run,
-as LVM holds its VG lock. Faults (exit codes, hangs, malformed output, a crash
-after the change was applied) are stored in the state too, so every process
-sharing the file sees them.
+as LVM holds its VG lock. Faults (exit codes, hangs, slow commands, malformed
+output, a crash after the change was applied) are stored in the state too, so
+every process sharing the file sees them; I/O errors on the state file itself
+are kept beside it. A state file that cannot be read, written or understood
+fails the command as LVM fails on unreadable metadata (exit code 5, one line
+naming the file) and is never overwritten.
 
 Operators can act on the same state from a shell::
 
@@ -27,6 +30,7 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import errno
 import fcntl
 import hashlib
 import json
@@ -43,15 +47,20 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final
 
+from driver_kit.exceptions import BackendError
 from lvm_driver.executor import CommandResult, LVMExecutor, LVMTimeoutError
 
-__all__ = ["LVMSimulator", "SimulatorError", "main"]
+__all__ = ["LVMSimulator", "SimulatorError", "StateFileError", "main"]
 
 KiB: Final = 1024
 MiB: Final = 1024 ** 2
 GiB: Final = 1024 ** 3
 SECTOR: Final = 512
 DEFAULT_EXTENT_SIZE: Final = 4 * MiB
+#: LVM refuses a size argument of 16 EiB or more, and an LV of more extents than
+#: a 32-bit count holds (lib/metadata: MAX_EXTENT_COUNT).
+SIZE_ARG_LIMIT_BYTES: Final = 2 ** 64
+MAX_EXTENT_COUNT: Final = 2 ** 32 - 1
 #: pvcreate keeps the first MiB of a device for labels and metadata.
 PV_METADATA_BYTES: Final = 1 * MiB
 THIN_CHUNK_BYTES: Final = 64 * KiB
@@ -86,8 +95,16 @@ EXIT_INVALID: Final = 3
 EXIT_FAILED: Final = 5
 
 
-class SimulatorError(Exception):
-    """The simulator was misused (bad state file, bad helper argument)."""
+class SimulatorError(BackendError):
+    """The simulator was misused (bad helper argument) or cannot use its state file."""
+
+
+class StateFileError(SimulatorError):
+    """The state file cannot be locked, read or written, or holds no simulator state.
+
+    A command meeting it fails as LVM does when it cannot read or write its
+    metadata: exit code 5, one line naming the file, nothing changed.
+    """
 
 
 class _Fail(Exception):
@@ -213,6 +230,8 @@ def _parse_size(text: str, option: str) -> tuple[str, int]:
     if sign == "-":
         raise _parse_error("Size may not be negative.", f"Invalid argument for {option}: {text}")
     factor = _UNIT_FACTORS[(unit or "m").lower()]
+    if float(number) * factor >= SIZE_ARG_LIMIT_BYTES:  # LVM compares as a double too
+        raise _parse_error("Size is too big (>=16EiB).", f"Invalid argument for {option}: {text}")
     if factor == 1:
         if "." in number:
             raise _parse_error(f"Invalid argument for {option}: {text}")
@@ -437,7 +456,14 @@ class _Session:
 
     @staticmethod
     def to_extents(vg: dict[str, Any], size_bytes: int) -> int:
-        return -(-size_bytes // vg["extent_size"])
+        """Whole extents for ``size_bytes``, rounded up; LVM counts them in 32 bits."""
+        extents = -(-size_bytes // vg["extent_size"])
+        if extents > MAX_EXTENT_COUNT:
+            extent = vg["extent_size"]
+            raise _Fail(EXIT_FAILED, f"Volume too large ({_human(extents * extent)}) for "
+                                     f"extent size {_human(extent)}. Upper limit is less "
+                                     f"than {_human(MAX_EXTENT_COUNT * extent)}.")
+        return extents
 
     def rounding_note(self, vg: dict[str, Any], size_bytes: int) -> None:
         extents = self.to_extents(vg, size_bytes)
@@ -1375,44 +1401,57 @@ class LVMSimulator:
         name = os.path.basename(argv[0]) if argv else ""
         if name != "lvm" and name not in _COMMANDS:
             return CommandResult(argv, 127, "", f"{argv[0] if argv else ''}: command not found\n")
-        with self._transaction() as state:
-            fault = self._take_fault(state, argv)
-            if fault is not None and not (fault["fail_after_apply"] or
-                                          fault["malformed_output"]):
-                if fault["hang"]:
-                    time.sleep(timeout_s)
-                    raise LVMTimeoutError(argv, timeout_s)
-                return CommandResult(argv, fault["exit_code"], fault["stdout"],
-                                     fault["stderr"])
-            # Reports change nothing, so they read the state itself; a change
-            # works on a copy that replaces the state only once it succeeded.
-            read_only = _command_name(argv) in _READ_ONLY_COMMANDS
-            scratch = state if read_only else copy.deepcopy(state)
-            out = _Output()
-            session = _Session(scratch, out)
-            try:
-                code = _dispatch(session, argv)
-            except _Fail as exc:
-                for line in exc.lines:
-                    out.error(line)
-                code = exc.exit_code
-            if session.dirty and not read_only:
-                # Commands fail before changing anything, except multi-LV
-                # lvremove/lvchange, which (like LVM) keep what they did.
-                state.clear()
-                state.update(scratch)
-            result = CommandResult(argv, code, out.stdout, out.stderr)
-            if fault is None:
-                return result
-            if fault["malformed_output"]:
-                text = result.stdout
-                cut = text[: len(text) // 2] if text.strip() else '  {\n      "report": [\n'
-                return CommandResult(argv, code, cut, result.stderr)
+        try:
+            with self._transaction(argv) as state:
+                return self._run(state, argv, timeout_s)
+        except StateFileError as exc:  # LVM's way: the command fails, nothing changes
+            return CommandResult(argv, EXIT_FAILED, "", f"  {exc}\n")
+
+    def _run(self, state: dict[str, Any], argv: list[str], timeout_s: float) -> CommandResult:
+        """One command on ``state`` (held under the lock), its fault applied if any."""
+        fault = self._take_fault(state, argv)
+        if fault is not None and fault.get("delay_s") is not None:
+            # slow, then run as usual, unless the runner stops it first
+            time.sleep(min(fault["delay_s"], timeout_s))
+            if fault["delay_s"] >= timeout_s:
+                raise LVMTimeoutError(argv, timeout_s)
+            fault = None
+        if fault is not None and not (fault["fail_after_apply"] or
+                                      fault["malformed_output"]):
             if fault["hang"]:
                 time.sleep(timeout_s)
                 raise LVMTimeoutError(argv, timeout_s)
-            return CommandResult(argv, fault["exit_code"], result.stdout,
-                                 result.stderr + fault["stderr"])
+            return CommandResult(argv, fault["exit_code"], fault["stdout"],
+                                 fault["stderr"])
+        # Reports change nothing, so they read the state itself; a change
+        # works on a copy that replaces the state only once it succeeded.
+        read_only = _command_name(argv) in _READ_ONLY_COMMANDS
+        scratch = state if read_only else copy.deepcopy(state)
+        out = _Output()
+        session = _Session(scratch, out)
+        try:
+            code = _dispatch(session, argv)
+        except _Fail as exc:
+            for line in exc.lines:
+                out.error(line)
+            code = exc.exit_code
+        if session.dirty and not read_only:
+            # Commands fail before changing anything, except multi-LV
+            # lvremove/lvchange, which (like LVM) keep what they did.
+            state.clear()
+            state.update(scratch)
+        result = CommandResult(argv, code, out.stdout, out.stderr)
+        if fault is None:
+            return result
+        if fault["malformed_output"]:
+            text = result.stdout
+            cut = text[: len(text) // 2] if text.strip() else '  {\n      "report": [\n'
+            return CommandResult(argv, code, cut, result.stderr)
+        if fault["hang"]:
+            time.sleep(timeout_s)
+            raise LVMTimeoutError(argv, timeout_s)
+        return CommandResult(argv, fault["exit_code"], result.stdout,
+                             result.stderr + fault["stderr"])
 
     def run(self, argv: Sequence[str], *, timeout_s: float = 3600.0) -> CommandResult:
         """Run one command as an operator would; never raises on failure."""
@@ -1484,7 +1523,8 @@ class LVMSimulator:
     def inject(self, command: str, *, exit_code: int = EXIT_FAILED,
                stderr: str | None = None, stdout: str = "", times: int | None = 1,
                hang: bool = False, malformed_output: bool = False,
-               fail_after_apply: bool = False, argv_contains: str | None = None) -> None:
+               fail_after_apply: bool = False, argv_contains: str | None = None,
+               delay_s: float | None = None) -> None:
         """Make the next ``times`` runs of ``command`` fail (None: every run).
 
         ``command`` is the LVM command (``lvcreate``, ``lvs``; ``segtypes`` for
@@ -1493,23 +1533,59 @@ class LVMSimulator:
         LVMTimeoutError. ``malformed_output``: the command runs, its stdout is
         cut in half. ``fail_after_apply``: the change is applied, then the
         command exits ``exit_code`` (a crash after lvcreate succeeded).
-        ``argv_contains``: only runs whose argv has this item.
+        ``delay_s``: a slow command, not a failing one: it waits that many
+        seconds (holding the lock, as LVM holds its VG lock), then runs as
+        usual; one slower than the runner's timeout is stopped unapplied, as
+        with ``hang``. ``argv_contains``: only runs whose argv has this item.
         """
-        if times is not None and (isinstance(times, bool) or times < 1):
-            raise SimulatorError("times must be None or >= 1")
+        _check_times(times)
+        if delay_s is not None and (
+                isinstance(delay_s, bool) or not isinstance(delay_s, (int, float))
+                or not math.isfinite(delay_s) or delay_s < 0
+                or hang or malformed_output or fail_after_apply):
+            raise SimulatorError(f"delay_s must be a finite number of seconds >= 0, with "
+                                 f"no other fault; got {delay_s!r}")
         if stderr is None:
             stderr = (f"  Internal error: injected failure of {command} "
                       f"(exit code {exit_code}).\n")
         fault = {"command": command, "exit_code": exit_code, "stderr": stderr,
                  "stdout": stdout, "times": times, "hang": hang,
                  "malformed_output": malformed_output,
-                 "fail_after_apply": fail_after_apply, "argv_contains": argv_contains}
+                 "fail_after_apply": fail_after_apply, "argv_contains": argv_contains,
+                 "delay_s": delay_s}
         with self._transaction() as state:
             state["faults"].append(fault)
 
+    def inject_state_error(self, operation: str, *, command: str | None = None,
+                           times: int | None = 1, argv_contains: str | None = None) -> None:
+        """Make reading or writing the state file fail with EIO for the next ``times``
+        runs of ``command`` (None: any command; ``times`` None: every run).
+
+        ``operation`` is ``"read"`` (the command cannot load the state) or
+        ``"write"`` (it cannot save what it changed; a command that changes
+        nothing writes nothing and is not failed). The command fails as LVM
+        does when its metadata cannot be read or written: exit code 5, a line
+        naming the file, nothing applied, the file's bytes unchanged. These
+        faults live beside the state, in ``<state file>.io-faults`` (a file
+        that cannot be written cannot record its own faults either), and apply
+        to LVM commands only, never to the helpers (``state()``, ``inject``).
+        """
+        if operation not in ("read", "write"):
+            raise SimulatorError(f"operation must be 'read' or 'write', got {operation!r}")
+        _check_times(times)
+        if self.state_file is None:
+            raise SimulatorError("a simulator without a state file has no file to fail")
+        fault = {"operation": operation, "command": command, "times": times,
+                 "argv_contains": argv_contains}
+        with self._thread_lock, self._locked():
+            self._save_io_faults(self._load_io_faults() + [fault])
+
     def clear_faults(self) -> None:
+        """Remove every injected fault, state file I/O errors included."""
         with self._transaction() as state:
             state["faults"] = []
+            if self.state_file is not None:
+                self._save_io_faults([])
 
     def state(self) -> dict[str, Any]:
         """A copy of the whole simulated state (for assertions and debugging)."""
@@ -1520,72 +1596,155 @@ class LVMSimulator:
 
     @staticmethod
     def _take_fault(state: dict[str, Any], argv: list[str]) -> dict[str, Any] | None:
-        name = _command_name(argv)
-        for index, fault in enumerate(state["faults"]):
-            if fault["command"] != name:
-                continue
-            if fault["argv_contains"] is not None and fault["argv_contains"] not in argv:
-                continue
-            if fault["times"] is not None:
-                fault["times"] -= 1
-                if fault["times"] <= 0:
-                    del state["faults"][index]
-            return dict(fault)
-        return None
+        return _take_matching(state["faults"], argv)
+
+    def _io_fault(self, operation: str, argv: list[str] | None) -> bool:
+        """Whether this ``operation`` on the state file fails for the command ``argv``."""
+        if argv is None:
+            return False
+        faults = self._load_io_faults()
+        if _take_matching(faults, argv, operation=operation) is None:
+            return False
+        self._save_io_faults(faults)  # counted down, or removed once used up
+        return True
 
     @contextlib.contextmanager
-    def _transaction(self) -> Iterator[dict[str, Any]]:
+    def _locked(self) -> Iterator[None]:
+        """This process holds the exclusive lock on ``<state file>.lock``."""
+        assert self.state_file is not None
+        lock_path = self.state_file + ".lock"
+        try:
+            lock_file = open(lock_path, "a+")
+        except OSError as exc:
+            raise StateFileError(f"Error locking simulator state {lock_path}: "
+                                 f"{exc.strerror}.") from None
+        with lock_file:
+            fcntl.flock(lock_file, fcntl.LOCK_EX)
+            try:
+                yield
+            finally:
+                fcntl.flock(lock_file, fcntl.LOCK_UN)
+
+    @contextlib.contextmanager
+    def _transaction(self, argv: list[str] | None = None) -> Iterator[dict[str, Any]]:
+        """The state, under the lock; written back if it changed, even on an error.
+
+        ``argv``: the LVM command this is for, to which the state file's I/O
+        faults apply (helpers pass none).
+        """
         with self._thread_lock:
             if self.state_file is None:
                 yield self._memory
                 return
-            lock_path = self.state_file + ".lock"
-            with open(lock_path, "a+") as lock_file:
-                fcntl.flock(lock_file, fcntl.LOCK_EX)
+            with self._locked():
+                state = self._load(fail=self._io_fault("read", argv))
+                before = json.dumps(state, sort_keys=True)
                 try:
-                    state = self._load()
-                    before = json.dumps(state, sort_keys=True)
-                    try:
-                        yield state
-                    finally:
-                        # Saved even when the command then raises (a hang
-                        # after applying, a full pool): LVM commits as it goes.
-                        if json.dumps(state, sort_keys=True) != before:
-                            self._save(state)
+                    yield state
                 finally:
-                    fcntl.flock(lock_file, fcntl.LOCK_UN)
+                    # Saved even when the command then raises (a hang
+                    # after applying, a full pool): LVM commits as it goes.
+                    if json.dumps(state, sort_keys=True) != before:
+                        self._save(state, fail=self._io_fault("write", argv))
 
-    def _load(self) -> dict[str, Any]:
+    def _load(self, *, fail: bool = False) -> dict[str, Any]:
         assert self.state_file is not None
         try:
+            if fail:
+                raise OSError(errno.EIO, os.strerror(errno.EIO), self.state_file)
             with open(self.state_file, encoding="utf-8") as handle:
                 text = handle.read()
         except FileNotFoundError:
             return _empty_state()
+        except OSError as exc:
+            raise StateFileError(f"Error reading simulator state {self.state_file}: "
+                                 f"{exc.strerror}.") from None
+        except UnicodeDecodeError as exc:
+            raise StateFileError(f"state file {self.state_file} is not JSON: {exc}") from None
         if not text.strip():
             return _empty_state()
         try:
             state = json.loads(text)
         except ValueError as exc:
-            raise SimulatorError(f"state file {self.state_file} is not JSON: {exc}") from None
-        if not isinstance(state, dict) or state.get("version") != STATE_VERSION:
-            raise SimulatorError(f"state file {self.state_file} is not a simulator state "
+            raise StateFileError(f"state file {self.state_file} is not JSON: {exc}") from None
+        if not (isinstance(state, dict) and state.get("version") == STATE_VERSION
+                and isinstance(state.get("pvs"), dict) and isinstance(state.get("vgs"), dict)
+                and isinstance(state.get("faults"), list)):
+            raise StateFileError(f"state file {self.state_file} is not a simulator state "
                                  f"(version {STATE_VERSION})")
         return state
 
-    def _save(self, state: dict[str, Any]) -> None:
+    def _save(self, state: dict[str, Any], *, fail: bool = False) -> None:
         assert self.state_file is not None
-        directory = os.path.dirname(os.path.abspath(self.state_file))
-        fd, tmp = tempfile.mkstemp(prefix=".lvmsim-", dir=directory)
+        _write_json(self.state_file, state, fail=fail)
+
+    def _load_io_faults(self) -> list[dict[str, Any]]:
+        assert self.state_file is not None
+        path = self.state_file + ".io-faults"
         try:
-            with os.fdopen(fd, "w", encoding="utf-8") as handle:
-                json.dump(state, handle, indent=1)
-                handle.write("\n")
-            os.replace(tmp, self.state_file)
-        except BaseException:
+            with open(path, encoding="utf-8") as handle:
+                faults = json.load(handle)
+        except FileNotFoundError:
+            return []
+        except (OSError, ValueError) as exc:
+            raise StateFileError(f"Error reading simulator faults {path}: {exc}") from None
+        if not isinstance(faults, list):
+            raise StateFileError(f"Error reading simulator faults {path}: not a list")
+        return faults
+
+    def _save_io_faults(self, faults: list[dict[str, Any]]) -> None:
+        assert self.state_file is not None
+        path = self.state_file + ".io-faults"
+        if faults:
+            _write_json(path, faults)
+        else:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(path)
+
+
+def _check_times(times: int | None) -> None:
+    if times is not None and (isinstance(times, bool) or not isinstance(times, int)
+                              or times < 1):
+        raise SimulatorError("times must be None or >= 1")
+
+
+def _take_matching(faults: list[dict[str, Any]], argv: list[str],
+                   **wanted: Any) -> dict[str, Any] | None:
+    """The first of ``faults`` for this command (and ``wanted`` values), counted as
+    used in place: its ``times`` goes down, and it is removed once used up."""
+    name = _command_name(argv)
+    for index, fault in enumerate(faults):
+        if fault["command"] not in (name, None) or \
+                any(fault.get(key) != value for key, value in wanted.items()):
+            continue
+        if fault["argv_contains"] is not None and fault["argv_contains"] not in argv:
+            continue
+        if fault["times"] is not None:
+            fault["times"] -= 1
+            if fault["times"] <= 0:
+                del faults[index]
+        return dict(fault)
+    return None
+
+
+def _write_json(path: str, document: Any, *, fail: bool = False) -> None:
+    """Replace ``path`` with ``document`` at once, or leave it as it was (StateFileError)."""
+    tmp = None
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=".lvmsim-", dir=os.path.dirname(os.path.abspath(path)))
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            json.dump(document, handle, indent=1)
+            handle.write("\n")
+            if fail:
+                raise OSError(errno.EIO, os.strerror(errno.EIO), path)
+        os.replace(tmp, path)
+        tmp = None
+    except OSError as exc:
+        raise StateFileError(f"Error writing simulator state {path}: {exc.strerror}.") from None
+    finally:
+        if tmp is not None:
             with contextlib.suppress(OSError):
                 os.unlink(tmp)
-            raise
 
 
 # ---------------------------------------------------------------------------

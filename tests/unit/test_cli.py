@@ -70,6 +70,20 @@ def test_bad_size_is_a_one_line_usage_error(capsys, command, size):
             or "at most 8589934592 GiB (8 EiB" in err)
 
 
+@pytest.mark.parametrize("argv", [["stats"], ["create", "v", "1"], ["delete", "v"]])
+def test_a_corrupt_state_file_is_one_line_naming_it_and_is_kept(tmp_path, capsys, argv):
+    state = tmp_path / "state" / "driver-kit" / "simulator.json"
+    state.parent.mkdir(parents=True)
+    state.write_bytes(b'{"version": 1, "vgs": {"dkvg": ')
+    code, out, err = run(capsys, *argv)
+    assert code == 1 and out == ""
+    lines = err.splitlines()
+    assert lines[0].startswith("(no --config-file: using the LVM simulator")
+    assert len(lines) == 2 and "Traceback" not in err
+    assert lines[1].startswith("error: ") and f"state file {state} is not JSON" in lines[1]
+    assert state.read_bytes() == b'{"version": 1, "vgs": {"dkvg": '
+
+
 def test_driver_class_says_why_a_path_names_no_driver(tmp_path, monkeypatch):
     (tmp_path / "raises_at_import.py").write_text("raise RuntimeError('no licence')\n")
     monkeypatch.syspath_prepend(str(tmp_path))

@@ -398,6 +398,15 @@ def test_tags_are_kept_sorted_and_unique(sim):
     (["lvcreate", "-L", "4m", "-n", "x", "novg"], 5,
      '  Volume group "novg" not found\n  Cannot process volume group novg\n'),
     (["lvm", "frobnicate"], 2, "  No such command 'frobnicate'.  Try 'help'.\n"),
+    (["lvcreate", "-L", "9" * 400 + "g", "-n", "x", "vg"], 3,
+     "  Size is too big (>=16EiB).\n  Invalid argument for --size: " + "9" * 400 + "g\n"
+     "  Error during parsing of command line.\n"),
+    (["lvextend", "-L", "16e", "vg/x"], 3,
+     "  Size is too big (>=16EiB).\n  Invalid argument for --size: 16e\n"
+     "  Error during parsing of command line.\n"),
+    (["lvcreate", "-L", "8e", "-n", "x", "vg"], 5,
+     "  Volume too large (8.00 EiB) for extent size 4.00 MiB. Upper limit is less than "
+     "<16.00 PiB.\n"),
 ])
 def test_refusals_match_lvm(sim, argv, code, stderr):
     result = sim.run(argv)
@@ -528,11 +537,41 @@ def test_a_command_holds_the_lock_for_its_whole_run(tmp_path, monkeypatch):
     assert order == ["holder gave up", "waiter ran"]
 
 
-def test_a_corrupt_state_file_is_an_error(tmp_path):
+@pytest.mark.parametrize("text, reason", [
+    ("{not json", "is not JSON: Expecting property name"),
+    ('{"version": 1}', "is not a simulator state"),
+    ("[1, 2]", "is not a simulator state"),
+    ('{"version": 1, "pvs": {}, "vgs": [], "faults": []}', "is not a simulator state"),
+])
+def test_a_corrupt_state_file_fails_every_command_and_is_kept(tmp_path, capsys, text, reason):
     state = tmp_path / "lvm.json"
-    state.write_text("{not json")
-    with pytest.raises(SimulatorError, match="not JSON"):
-        LVMSimulator(state).run(["lvs"])
+    state.write_text(text)
+    simulator = LVMSimulator(state)
+    for argv in (["lvs"], ["lvcreate", "-L", "4m", "-n", "t", "vg"], ["lvm", "version"]):
+        result = simulator.run(argv)
+        assert result.exit_code == 5 and result.stdout == ""
+        assert result.stderr.startswith(f"  state file {state} {reason}")
+        assert result.stderr.count("\n") == 1
+    with pytest.raises(LVMCommandError, match=f"state file {state} {reason}"):
+        VolumeGroup("vg", executor=simulator.executor()).report()
+    with pytest.raises(SimulatorError, match=reason):
+        simulator.state()
+    assert main(["--state", str(state), "sim-create-vg", "vg", "1G"]) == 1
+    assert main(["--state", str(state), "lvs"]) == 5
+    assert capsys.readouterr().err.count(str(state)) == 2
+    assert state.read_text() == text  # nothing overwritten
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["lvm.json", "lvm.json.lock"]
+
+
+def test_an_unreadable_state_file_fails_the_command(tmp_path):
+    state = tmp_path / "lvm.json"
+    state.mkdir()  # open() fails, even for root
+    result = LVMSimulator(state).run(["vgs"])
+    assert (result.exit_code, result.stderr) == (
+        5, f"  Error reading simulator state {state}: Is a directory.\n")
+    locked = LVMSimulator(tmp_path / "gone" / "lvm.json").run(["vgs"])
+    assert locked.exit_code == 5
+    assert locked.stderr.startswith(f"  Error locking simulator state {tmp_path}/gone/")
 
 
 # -- faults -----------------------------------------------------------------------------------------
@@ -588,6 +627,106 @@ def test_a_report_crash_is_retried_by_the_executor(sim):
     VolumeGroup("vg", executor=executor).create_thick_volume("t", 4 * MiB)
     assert VolumeGroup("vg", executor=executor).report().get_lv("t")
     assert executor.commands_run == 3  # lvcreate, crashed lvs, lvs
+
+
+def _slept(monkeypatch) -> list[float]:
+    """The simulator's sleeps, recorded instead of slept."""
+    import types
+
+    import lvm_driver.simulator as simulator_module
+    slept: list[float] = []
+    monkeypatch.setattr(simulator_module, "time", types.SimpleNamespace(sleep=slept.append))
+    return slept
+
+
+def test_a_slow_command_waits_then_succeeds(sim, monkeypatch):
+    slept = _slept(monkeypatch)
+    sim.inject("lvcreate", delay_s=7.5)
+    vg = VolumeGroup("vg", executor=sim.executor(timeout_s=60))
+    vg.create_thick_volume("t", 4 * MiB)  # no error: slow is not failed
+    assert slept == [7.5]
+    assert vg.report().get_lv("t").size_bytes == 4 * MiB
+    vg.create_thick_volume("u", 4 * MiB)  # times=1: used up
+    assert slept == [7.5]
+
+
+def test_a_command_slower_than_its_timeout_is_stopped_unapplied(sim, monkeypatch):
+    slept = _slept(monkeypatch)
+    sim.inject("lvcreate", delay_s=30, times=None, argv_contains="slow")
+    vg = VolumeGroup("vg", executor=sim.executor(timeout_s=2))
+    with pytest.raises(LVMTimeoutError):
+        vg.create_thick_volume("slow", 4 * MiB)
+    vg.create_thick_volume("quick", 4 * MiB)
+    assert slept == [2]
+    assert vg.report().find_lv("slow") is None and vg.report().find_lv("quick")
+
+
+@pytest.mark.parametrize("options", [{"delay_s": -1}, {"delay_s": float("nan")},
+                                     {"delay_s": True}, {"delay_s": 1, "hang": True},
+                                     {"times": 0}])
+def test_fault_options_are_checked(sim, options):
+    with pytest.raises(SimulatorError):
+        sim.inject("lvs", **options)
+    assert sim.state()["faults"] == []
+
+
+@pytest.fixture
+def shared(tmp_path) -> tuple[LVMSimulator, Path]:
+    state = tmp_path / "lvm.json"
+    simulator = LVMSimulator(state)
+    simulator.create_vg("vg", GiB)
+    assert run(simulator, "lvcreate", "-L", "4m", "-n", "before", "vg").exit_code == 0
+    return simulator, state
+
+
+def test_a_state_read_error_fails_the_command_and_changes_nothing(shared):
+    simulator, state = shared
+    simulator.inject_state_error("read", command="lvcreate")
+    before = state.read_bytes()
+    failed = run(simulator, "lvcreate", "-L", "4m", "-n", "t", "vg")
+    assert (failed.exit_code, failed.stdout, failed.stderr) == (
+        5, "", f"  Error reading simulator state {state}: Input/output error.\n")
+    assert state.read_bytes() == before
+    assert run(simulator, "lvs", "vg").exit_code == 0  # another command: not failed
+    simulator.inject_state_error("read")  # any command
+    with pytest.raises(LVMCommandError, match="Error reading simulator state"):
+        report(simulator)
+    assert run(simulator, "lvcreate", "-L", "4m", "-n", "t", "vg").exit_code == 0  # used up
+    assert sorted(lv.name for lv in report(simulator).lvs) == ["before", "t"]
+    assert not Path(f"{state}.io-faults").exists()
+
+
+def test_a_state_write_error_fails_the_change_and_keeps_the_file(shared):
+    simulator, state = shared
+    simulator.inject_state_error("write", times=2)
+    before = state.read_bytes()
+    assert run(simulator, "lvs", "vg").exit_code == 0  # writes nothing: not failed
+    for argv in (["lvcreate", "-L", "4m", "-n", "t", "vg"], ["lvremove", "-f", "vg/before"]):
+        failed = simulator.run(argv)
+        assert (failed.exit_code, failed.stderr) == (
+            5, f"  Error writing simulator state {state}: Input/output error.\n")
+        assert state.read_bytes() == before
+    assert sorted(p.name for p in state.parent.iterdir()) == ["lvm.json", "lvm.json.lock"]
+    assert [lv.name for lv in report(simulator).lvs] == ["before"]
+    assert run(simulator, "lvcreate", "-L", "4m", "-n", "t", "vg").exit_code == 0
+
+
+def test_state_errors_are_shared_repeatable_and_cleared(shared):
+    simulator, state = shared
+    other = LVMSimulator(state)  # another process on the same file
+    simulator.inject_state_error("read", times=None, argv_contains="vg/before")
+    for _ in range(3):
+        assert run(other, "lvremove", "-f", "vg/before").exit_code == 5
+    assert run(other, "lvs", "vg").exit_code == 0
+    other.clear_faults()
+    assert run(simulator, "lvremove", "-f", "vg/before").exit_code == 0
+
+
+def test_state_errors_need_a_state_file_and_an_operation(sim, shared):
+    with pytest.raises(SimulatorError, match="no file to fail"):
+        sim.inject_state_error("read")
+    with pytest.raises(SimulatorError, match="'read' or 'write'"):
+        shared[0].inject_state_error("lock")
 
 
 def test_faults_persist_for_other_processes(tmp_path):
