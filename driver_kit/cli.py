@@ -22,14 +22,15 @@ import platformdirs
 
 from driver_kit import scheduler
 from driver_kit.driver import VolumeDriver
-from driver_kit.exceptions import CapacityExceeded, ConfigError, DriverKitError, InvalidSize
+from driver_kit.exceptions import (CapacityExceeded, ConfigError, DriverKitError, InvalidSize,
+                                   PoolNotFound, SnapshotNotFound, VolumeNotFound)
 from driver_kit.loading import default_overrides, import_object, load_driver
 from driver_kit.tables import pools_table, stats_table
 from driver_kit.units import parse_size_gb
 
 __all__ = ["main"]
 
-EXIT_ERROR, EXIT_USAGE, EXIT_REFUSED = 1, 2, 3
+EXIT_ERROR, EXIT_USAGE, EXIT_REFUSED, EXIT_NOT_FOUND = 1, 2, 3, 4
 DEMO = "lvm_driver.demo:run_demo"
 
 
@@ -64,10 +65,31 @@ def _cmd_extend(driver: VolumeDriver, args: argparse.Namespace) -> int:
     return 0
 
 
-def _cmd_delete(driver: VolumeDriver, args: argparse.Namespace) -> int:
-    driver.delete_volume(args.name)
-    print(f"deleted volume {args.name} (or it was already gone)")
+def _delete(driver: VolumeDriver, name: str, kind: str,
+            find: Callable[[str], object], delete: Callable[[str], None]) -> int:
+    """Delete through the API, which is idempotent (as Cinder wants it); the command
+    tells a missing name apart by looking first, and fails with VolumeNotFound or
+    SnapshotNotFound. The delete runs either way, so that the driver's own rules
+    (a bad name, an LV that is not its to delete) answer as they do for any caller.
+    """
+    existed = find(driver.validate_name(name)) is not None
+    delete(name)
+    if not existed:
+        missing = VolumeNotFound if kind == "volume" else SnapshotNotFound
+        raise missing(f"no {kind} {name!r} on backend "
+                      f"{driver.configuration.volume_backend_name}")
+    print(f"deleted {kind} {name}")
     return 0
+
+
+def _cmd_delete(driver: VolumeDriver, args: argparse.Namespace) -> int:
+    return _delete(driver, args.name, "volume", driver.backend_find_volume,
+                   driver.delete_volume)
+
+
+def _cmd_delete_snapshot(driver: VolumeDriver, args: argparse.Namespace) -> int:
+    return _delete(driver, args.name, "snapshot", driver.backend_find_snapshot,
+                   driver.delete_snapshot)
 
 
 def _cmd_snapshot(driver: VolumeDriver, args: argparse.Namespace) -> int:
@@ -148,11 +170,13 @@ def _parser() -> argparse.ArgumentParser:
     p = sub.add_parser("extend", help="grow a volume (admission enforced)")
     p.add_argument("name")
     p.add_argument("size", type=_size, help="new size in GiB")
-    p = sub.add_parser("delete", help="delete a volume (idempotent)")
+    p = sub.add_parser("delete", help="delete a volume (exit code 4: there is none)")
     p.add_argument("name")
     p = sub.add_parser("snapshot", help="snapshot a volume")
     p.add_argument("name")
     p.add_argument("volume")
+    p = sub.add_parser("delete-snapshot", help="delete a snapshot (exit code 4: there is none)")
+    p.add_argument("name")
     sub.add_parser("placement", help="each pool as a Placement DISK_GB inventory "
                    "with usage (JSON)")
     p = sub.add_parser("exporter", help="serve the pools as Prometheus metrics")
@@ -169,6 +193,7 @@ def _parser() -> argparse.ArgumentParser:
 COMMANDS: dict[str, Callable[[VolumeDriver, argparse.Namespace], int]] = {
     "stats": _cmd_stats, "pools": _cmd_pools, "create": _cmd_create,
     "extend": _cmd_extend, "delete": _cmd_delete, "snapshot": _cmd_snapshot,
+    "delete-snapshot": _cmd_delete_snapshot,
     "placement": _cmd_placement, "exporter": _cmd_exporter,
 }
 
@@ -224,16 +249,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     except CapacityExceeded as exc:
         print(f"refused: {exc.decision.explain()}", file=sys.stderr)
         return EXIT_REFUSED
-    except ConfigError as exc:
-        if args.debug:
-            traceback.print_exc()
-        print(f"config error: {exc}", file=sys.stderr)
-        return EXIT_USAGE
     except DriverKitError as exc:
         if args.debug:
             traceback.print_exc()
+        if isinstance(exc, ConfigError):
+            print(f"config error: {exc}", file=sys.stderr)
+            return EXIT_USAGE
         print(f"error: {exc}", file=sys.stderr)
-        return EXIT_ERROR
+        # a volume, snapshot or pool the user named that is not there
+        missing = isinstance(exc, (VolumeNotFound, SnapshotNotFound, PoolNotFound))
+        return EXIT_NOT_FOUND if missing else EXIT_ERROR
     except BrokenPipeError:  # e.g. piped into head: not an error of ours
         sys.stderr.close()
         return 0

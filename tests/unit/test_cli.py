@@ -9,7 +9,7 @@ import pytest
 from driver_kit import validate_stats
 from driver_kit import ConfigError
 from driver_kit.cli import _parser, main
-from driver_kit.loading import driver_class
+from driver_kit.loading import default_overrides, driver_class, load_driver
 
 
 @pytest.fixture(autouse=True)
@@ -40,20 +40,54 @@ def test_volume_lifecycle_and_refusal(capsys):
     code, out, _ = run(capsys, "stats")
     assert "volume" in out.splitlines()[0] and "pool" in out
     assert run(capsys, "delete", "volume-1")[0] == 0
-    assert run(capsys, "delete", "volume-1")[0] == 0
+    assert run(capsys, "delete", "volume-1")[0] == 4
     code, out, _ = run(capsys, "pools")
     assert "thin" in out and "thick" in out
 
 
 @pytest.mark.parametrize("argv, code, needle", [
     (["create", "a;b", "1"], 1, "characters LVM does not allow"),
-    (["extend", "nope", "2"], 1, "no volume 'nope'"),
+    (["extend", "nope", "2"], 4, "no volume 'nope'"),
+    (["create", "v", "1", "--pool", "nope"], 4, "no pool 'nope'"),
     (["--config-file", "/no/such.conf", "stats"], 2, "does not exist"),
 ])
 def test_errors_are_one_clear_line(capsys, argv, code, needle):
     got, out, err = run(capsys, *argv)
     assert got == code
     assert needle in err and "Traceback" not in err
+
+
+def test_delete_says_when_there_was_nothing_to_delete(capsys):
+    assert run(capsys, "create", "volume-1", "1")[0] == 0
+    assert run(capsys, "snapshot", "snap-1", "volume-1")[0] == 0
+    for command, name, kind in (("delete-snapshot", "snap-1", "snapshot"),
+                                ("delete", "volume-1", "volume")):
+        code, out, err = run(capsys, command, name)
+        assert (code, out) == (0, f"deleted {kind} {name}\n")
+        code, out, err = run(capsys, command, name)
+        assert (code, out) == (4, "")
+        assert err.splitlines()[-1] == f"error: no {kind} '{name}' on backend lvm-sim"
+    code, _, err = run(capsys, "delete-snapshot", "gone")
+    assert code == 4 and "no snapshot 'gone'" in err
+
+
+def test_delete_refusals_and_bad_names_keep_their_own_exit_code(capsys):
+    assert run(capsys, "create", "volume-1", "1")[0] == 0
+    assert run(capsys, "snapshot", "snap-1", "volume-1")[0] == 0
+    for argv in (["delete", "snap-1"], ["delete", "pool"], ["delete-snapshot", "a;b"]):
+        code, out, err = run(capsys, *argv)  # the driver's refusal, not "no volume"
+        assert (code, out) == (1, "") and err.splitlines()[-1].startswith("error: ")
+        assert "no volume" not in err and "no snapshot" not in err
+    code, out, _ = run(capsys, "stats", "--json")
+    pool = json.loads(out)["pools"][0]
+    assert (pool["total_volumes"], pool["snapshot_capacity_gb"]) == (1, 1)  # all kept
+
+
+def test_the_python_api_stays_idempotent(tmp_path):
+    driver = load_driver(overrides=default_overrides(str(tmp_path / "sim.json")))
+    driver.do_setup()
+    assert driver.delete_volume("never-there") is None
+    assert driver.delete_snapshot("never-there") is None
 
 
 @pytest.mark.parametrize("command", ["create", "extend"])
@@ -138,7 +172,7 @@ def test_help_and_demo():
     help_text = subprocess.run([sys.executable, "-m", "driver_kit.cli", "--help"],
                                capture_output=True, text=True, check=True).stdout
     for command in ("demo", "stats", "pools", "create", "extend", "delete", "snapshot",
-                    "check"):
+                    "delete-snapshot", "check"):
         assert command in help_text
     demo = subprocess.run([sys.executable, "-m", "driver_kit.cli", "demo"],
                           capture_output=True, text=True, timeout=120)
