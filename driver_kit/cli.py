@@ -13,8 +13,8 @@ import json
 import logging
 import os
 import sys
+import math
 import tempfile
-import time
 import traceback
 from typing import Callable, Sequence
 
@@ -107,25 +107,19 @@ def _cmd_placement(driver: VolumeDriver, args: argparse.Namespace) -> int:
 
 def _cmd_exporter(driver: VolumeDriver, args: argparse.Namespace) -> int:
     try:
-        from driver_kit.exporter import serve
+        from driver_kit.exporter import serve, serve_until_stopped
     except ImportError as exc:
         print(f"error: the exporter needs prometheus-client ({exc}): "
               f"pip install 'driver-kit[exporter]'", file=sys.stderr)
         return EXIT_ERROR
     try:
         server = serve(driver, port=args.port, addr=args.addr,
-                       min_refresh_interval_s=args.interval)
+                       min_refresh_interval_s=args.interval or 0.0)
     except OSError as exc:
         print(f"error: cannot listen on {args.addr}:{args.port}: {exc}", file=sys.stderr)
         return EXIT_ERROR
-    print(f"serving {server.url} (Ctrl-C stops)", flush=True)
-    try:
-        while True:
-            time.sleep(3600)
-    except KeyboardInterrupt:
-        pass
-    finally:
-        server.close()
+    serve_until_stopped(server, lambda: print(f"serving {server.url} (Ctrl-C or SIGTERM "
+                                              f"stops)", flush=True))
     return 0
 
 
@@ -134,6 +128,17 @@ def _size(text: str) -> int:
         return parse_size_gb(text, from_text=True)
     except InvalidSize as exc:
         raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def _interval(text: str) -> float:
+    try:
+        seconds = float(text)
+    except ValueError:
+        seconds = math.nan
+    if not (math.isfinite(seconds) and seconds > 0):
+        raise argparse.ArgumentTypeError(f"interval must be a finite number of seconds "
+                                         f"above 0, got {text!r}")
+    return seconds
 
 
 def _port(text: str) -> int:
@@ -183,7 +188,7 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--port", type=_port, required=True, help="TCP port (0: any free port)")
     p.add_argument("--addr", default="127.0.0.1",
                    help="address to bind (default: 127.0.0.1, loopback only)")
-    p.add_argument("--interval", type=float, default=0.0, metavar="SECONDS",
+    p.add_argument("--interval", type=_interval, metavar="SECONDS",
                    help="read the backend at most once per SECONDS (default: every scrape)")
     sub.add_parser("check", help="run the compliance harness (see driver-kit check --help)",
                    add_help=False)

@@ -19,12 +19,16 @@ and ``pool``):
 and per backend ``driver_kit_stats_last_refresh_timestamp_seconds``,
 ``driver_kit_stats_refresh_duration_seconds`` and
 ``driver_kit_stats_refresh_success``. Requires the ``exporter`` extra
-(``pip install 'driver-kit[exporter]'``).
+(``pip install 'driver-kit[exporter]'``). ``serve_until_stopped`` runs a
+server until SIGINT or SIGTERM, however the process was started.
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
+import math
+import signal
 import threading
 import time
 from dataclasses import dataclass
@@ -38,7 +42,8 @@ from driver_kit.stats import is_number
 
 LOG = logging.getLogger(__name__)
 
-__all__ = ["DriverCollector", "ExporterServer", "make_registry", "serve"]
+__all__ = ["DriverCollector", "ExporterServer", "STOP_SIGNALS", "Stopped", "make_registry",
+           "serve", "serve_until_stopped", "stop_on_signals"]
 
 PREFIX: Final = "driver_kit"
 # (stats key, help); the metric is driver_kit_pool_<stats key>
@@ -75,6 +80,10 @@ class DriverCollector(Collector):
 
     def __init__(self, driver: Any, *, min_refresh_interval_s: float = 0.0,
                  clock: Callable[[], float] = time.time) -> None:
+        if not (is_number(min_refresh_interval_s) and math.isfinite(min_refresh_interval_s)
+                and min_refresh_interval_s >= 0):  # NaN would freeze the figures for good
+            raise ValueError(f"min_refresh_interval_s must be a finite number of seconds "
+                             f">= 0, got {min_refresh_interval_s!r}")
         self.driver = driver
         self.min_refresh_interval_s = float(min_refresh_interval_s)
         self._clock = clock
@@ -197,3 +206,54 @@ def serve(driver: Any, *, port: int, addr: str = "127.0.0.1",
     server, thread = started
     return ExporterServer(addr=addr, port=int(server.server_address[1]), server=server,
                           thread=thread)
+
+
+#: the signals that stop ``serve_until_stopped``
+STOP_SIGNALS: Final = (signal.SIGINT, signal.SIGTERM)
+
+
+class Stopped(Exception):
+    """A stop signal arrived; ``signum`` says which."""
+
+    def __init__(self, signum: int):
+        super().__init__(f"stopped by signal {signum}")
+        self.signum = signum
+
+
+@contextlib.contextmanager
+def stop_on_signals(signals: tuple[int, ...] = STOP_SIGNALS) -> Iterator[None]:
+    """Within the block, each of ``signals`` raises ``Stopped`` in the main thread.
+
+    The handlers are installed explicitly, whatever the process inherited: a
+    non-interactive shell starts a background job (``&``) with SIGINT
+    ignored, and Python then raises no KeyboardInterrupt. The previous
+    handlers come back afterwards.
+    """
+    def stop(signum: int, frame: Any) -> None:
+        raise Stopped(signum)
+
+    previous = {sig: signal.signal(sig, stop) for sig in signals}
+    try:
+        yield
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+
+
+def serve_until_stopped(server: ExporterServer,
+                        ready: Callable[[], None] = lambda: None) -> int:
+    """Keep ``server`` running until SIGINT or SIGTERM, then close it.
+
+    ``ready`` runs once the handlers are in place (to announce the URL, so
+    that whoever reads it may signal at once). Returns the signal's number.
+    Main thread only, as Python runs signal handlers there.
+    """
+    try:
+        with stop_on_signals():
+            ready()
+            while True:
+                time.sleep(3600)
+    except Stopped as stop:
+        return stop.signum
+    finally:
+        server.close()

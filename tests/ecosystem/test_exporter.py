@@ -177,7 +177,25 @@ def test_a_failed_refresh_says_so_and_reports_no_stale_figures(tmp_path: Path) -
     assert not any(name == "driver_kit_pool_free_capacity_gb" for name, _ in samples)
 
 
-def test_driver_kit_exporter_command(tmp_path: Path) -> None:
+@pytest.mark.parametrize("interval", [math.nan, math.inf, -1.0, -math.inf, "5", None, True])
+def test_a_refresh_interval_must_be_finite_and_not_negative(lvm: SimBackend,
+                                                            interval: Any) -> None:
+    with pytest.raises(ValueError, match="min_refresh_interval_s must be a finite number"):
+        DriverCollector(lvm.driver, min_refresh_interval_s=interval)
+
+
+#: starts the command as a non-interactive shell starts a background job (``&``):
+#: with SIGINT ignored, which the exec'd program inherits
+_SIGINT_IGNORED = ("import os, signal, sys; signal.signal(signal.SIGINT, signal.SIG_IGN); "
+                   "os.execv(sys.executable, [sys.executable] + sys.argv[1:])")
+
+
+@pytest.mark.parametrize("stop, sigint_ignored", [
+    pytest.param(signal.SIGINT, False, id="SIGINT"),
+    pytest.param(signal.SIGINT, True, id="SIGINT-started-ignored"),
+    pytest.param(signal.SIGTERM, True, id="SIGTERM")])
+def test_driver_kit_exporter_command_stops_on_a_signal(tmp_path: Path, stop: int,
+                                                       sigint_ignored: bool) -> None:
     conf = tmp_path / "kit.conf"
     conf.write_text(f"""[DEFAULT]
 enabled_backends = sim
@@ -190,10 +208,12 @@ volume_group = dkvg
 lvm_thin_pool_name = pool
 lock_path = {tmp_path / 'locks'}
 """)
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "driver_kit.cli", "--config-file", str(conf), "exporter",
-         "--port", "0"], cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-        text=True, env=dict(os.environ, PYTHONUNBUFFERED="1"))
+    command = [sys.executable, "-m", "driver_kit.cli", "--config-file", str(conf), "exporter",
+               "--port", "0", "--interval", "0.5"]
+    if sigint_ignored:
+        command = [sys.executable, "-c", _SIGINT_IGNORED, *command[1:]]
+    proc = subprocess.Popen(command, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True, env=dict(os.environ, PYTHONUNBUFFERED="1"))
     try:
         line = proc.stdout.readline()  # type: ignore[union-attr]
         assert line.startswith("serving http://127.0.0.1:"), proc.stderr.read()  # type: ignore
@@ -202,8 +222,9 @@ lock_path = {tmp_path / 'locks'}
         assert value(samples, "driver_kit_pool_up", backend="sim", pool="pool") == 1.0
         assert math.isfinite(value(samples, "driver_kit_pool_total_capacity_gb",
                                    backend="sim", pool="pool"))
-        proc.send_signal(signal.SIGINT)
+        proc.send_signal(stop)
         assert proc.wait(timeout=30) == 0
+        assert proc.stderr.read() == ""  # type: ignore[union-attr]
     finally:
         if proc.poll() is None:
             proc.kill()

@@ -143,6 +143,22 @@ def test_bad_port_is_a_usage_error(capsys, port):
     assert "Traceback" not in err
 
 
+@pytest.mark.parametrize("interval", ["nan", "inf", "0", "0.0", "-1", "-0.5", "soon", ""])
+def test_bad_exporter_interval_is_a_one_line_usage_error(capsys, interval):
+    with pytest.raises(SystemExit) as exit_:
+        main(["exporter", "--port", "0", "--interval", interval])
+    assert exit_.value.code == 2
+    err = capsys.readouterr().err
+    assert err.splitlines()[-1].endswith(
+        f"interval must be a finite number of seconds above 0, got {interval!r}")
+    assert "Traceback" not in err
+
+
+def test_exporter_interval_is_optional():
+    assert _parser().parse_args(["exporter", "--port", "0"]).interval is None
+    assert _parser().parse_args(["exporter", "--port", "0", "--interval", "2.5"]).interval == 2.5
+
+
 def test_port_range_ends_are_accepted():
     for port in (0, 65535):
         assert _parser().parse_args(["exporter", "--port", str(port)]).port == port
