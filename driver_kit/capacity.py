@@ -28,7 +28,8 @@ from typing import Any, Final, Literal
 from driver_kit.exceptions import InvalidInput, InvalidSize
 
 __all__ = [
-    "AUTO", "INITIAL_AUTO_RATIO", "CALCULATIONS", "DEFAULT_CALCULATION", "AdmissionCheck",
+    "AUTO", "INITIAL_AUTO_RATIO", "CALCULATIONS", "CINDER_CALCULATION_FILTER_FUNCTION",
+    "DEFAULT_CALCULATION", "AdmissionCheck",
     "AdmissionDecision", "admit", "max_admissible", "calculate_capacity_factors",
     "calculate_max_over_subscription_ratio", "calculate_virtual_free_capacity",
     "reserved_gb", "validate_ratio", "validate_reserved_percentage",
@@ -39,6 +40,13 @@ INITIAL_AUTO_RATIO: Final = 20.0
 #: 'standard' is what Cinder's CapacityFilter checks; 'cinder' adds the specs' stricter checks.
 CALCULATIONS: Final = ("standard", "cinder")
 DEFAULT_CALCULATION: Final = "standard"
+#: A ``filter_function`` for Cinder's DriverFilter that makes the scheduler check
+#: what the 'cinder' calculation adds, size <= (free - reserved) * ratio, on pools
+#: that offer one provisioning type (a thick pool reports ratio 1.0). It leaves the
+#: reserved amount unfloored, so it is never looser than the driver.
+CINDER_CALCULATION_FILTER_FUNCTION: Final = (
+    "volume.size <= (capabilities.free_capacity_gb - capabilities.total_capacity_gb"
+    " * capabilities.reserved_percentage / 100) * capabilities.max_over_subscription_ratio")
 _INFINITE_UNKNOWN: Final = ("infinite", "unknown")
 # What Cinder's capacity arithmetic raises on inputs it cannot compute with.
 _CINDER_ARITHMETIC_ERRORS: Final = (TypeError, ValueError, ZeroDivisionError, OverflowError,

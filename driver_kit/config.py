@@ -51,11 +51,9 @@ KIT_OPTS = [
                     "Cinder's default filters do not check these, so the scheduler can "
                     "pick a pool the driver then refuses (the request is rescheduled, or "
                     "ends in error); add DriverFilter to scheduler_default_filters with "
-                    "filter_function = \"volume.size <= (capabilities.free_capacity_gb - "
-                    "capabilities.total_capacity_gb * capabilities.reserved_percentage / "
-                    "100) * capabilities.max_over_subscription_ratio\" in the backend "
-                    "section so it agrees on creates and snapshots (an extend's filter "
-                    "sees the volume's size, not the growth)."),
+                    f"filter_function = \"{capacity.CINDER_CALCULATION_FILTER_FUNCTION}\" "
+                    "in the backend section so it agrees on creates and snapshots (an "
+                    "extend's filter sees the volume's size, not the growth)."),
     cfg.StrOpt("lock_path",
                help="Directory for the per-pool inter-process admission locks; defaults "
                     "to a driver_kit-locks directory in the system temporary directory. "
