@@ -23,7 +23,7 @@ import math
 import sys
 import tempfile
 from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -50,72 +50,37 @@ def thick_type(backend: str) -> dict[str, str]:
 
 # ---------------------------------------------------------------- the states
 
-def _busy(b: SimBackend) -> None:
-    for name, size in (("t1", 100), ("t2", 200), ("t3", 150)):
-        b.driver.create_volume(name, size)
-    b.write("t1", 12)
-    b.write("t2", 8.5)
-
-
-def _data_nearly_full(b: SimBackend) -> None:
-    b.driver.create_volume("t1", 300)
-    b.driver.create_volume("t2", 40)
-    b.write("t1", 46.5)
-
-
-def _at_the_cap(b: SimBackend) -> None:
-    b.driver.create_volume("t1", 390)
-    b.driver.create_volume("t2", 5)
-    b.write("t1", 4)
-
-
-def _out_of_band(b: SimBackend) -> None:
-    vg, pool = b.options["volume_group"], b.options["lvm_thin_pool_name"]
-    b.operator("lvcreate", "-T", "-V", "500g", "-n", "made-by-hand", f"{vg}/{pool}")
-    b.operator("lvcreate", "-L", "3g", "-n", "thick-by-hand", vg)
-    b.driver.create_volume("t1", 100)
-    b.write("t1", 30)
-
-
-def _reserved_auto(b: SimBackend) -> None:
-    b.driver.create_volume("t1", 30)
-    b.driver.create_volume("t2", 20)
-    b.write("t1", 20)
-
-
-def _reserved_ratio(b: SimBackend) -> None:
-    b.driver.create_volume("t1", 60)
-    b.write("t1", 25.25)
-
-
-def _thick_nearly_full(b: SimBackend) -> None:
-    b.driver.create_volume("k1", 8, extra_specs={"provisioning:type": "thick"})
-    b.driver.create_volume("k2", 9, extra_specs={"provisioning:type": "thick"})
-    b.driver.create_volume("t1", 10)
-
-
 @dataclass(frozen=True)
 class State:
-    """One backend: VG and thin pool sizes, its options, and what is on it."""
+    """One backend: VG and thin pool sizes, its options, and what is on it.
+
+    ``volumes`` are made through the driver as (name, GiB, GiB written, thick);
+    ``by_hand`` are LVM commands an operator ran behind its back ({vg}, {pool}).
+    """
 
     name: str
     vg_gb: int
     pool_gb: int
-    fill: Callable[[SimBackend], None] | None = None
+    volumes: tuple[tuple[str, int, float, bool], ...] = ()
+    by_hand: tuple[tuple[str, ...], ...] = ()
     options: dict[str, Any] = field(default_factory=dict)
 
 
 STATES = (
     State("empty", 60, 50),
-    State("busy", 60, 50, _busy),
-    State("data-nearly-full", 60, 50, _data_nearly_full),
-    State("at-the-cap", 30, 20, _at_the_cap),
-    State("out-of-band", 60, 40, _out_of_band),
-    State("reserved-auto", 60, 50, _reserved_auto,
-          {"reserved_percentage": 10, "max_over_subscription_ratio": "auto"}),
-    State("reserved-ratio", 60, 50, _reserved_ratio,
-          {"reserved_percentage": 5, "max_over_subscription_ratio": "1.5"}),
-    State("thick-nearly-full", 40, 20, _thick_nearly_full),
+    State("busy", 60, 50, (("t1", 100, 12, False), ("t2", 200, 8.5, False),
+                           ("t3", 150, 0, False))),
+    State("data-nearly-full", 60, 50, (("t1", 300, 46.5, False), ("t2", 40, 0, False))),
+    State("at-the-cap", 30, 20, (("t1", 390, 4, False), ("t2", 5, 0, False))),
+    State("out-of-band", 60, 40, (("t1", 100, 30, False),),
+          (("lvcreate", "-T", "-V", "500g", "-n", "made-by-hand", "{vg}/{pool}"),
+           ("lvcreate", "-L", "3g", "-n", "thick-by-hand", "{vg}"))),
+    State("reserved-auto", 60, 50, (("t1", 30, 20, False), ("t2", 20, 0, False)),
+          options={"reserved_percentage": 10, "max_over_subscription_ratio": "auto"}),
+    State("reserved-ratio", 60, 50, (("t1", 60, 25.25, False),),
+          options={"reserved_percentage": 5, "max_over_subscription_ratio": "1.5"}),
+    State("thick-nearly-full", 40, 20, (("k1", 8, 0, True), ("k2", 9, 0, True),
+                                        ("t1", 10, 0, False))),
 )
 
 
@@ -124,10 +89,16 @@ def build(tmp: Path, state: State) -> SimBackend:
     backend = make_backend(tmp, state.name, vg_gb=state.vg_gb, pool_gb=state.pool_gb,
                            lvm_offer_thick=True, over_provisioning_calculation="standard",
                            **state.options)
-    backend.driver.create_volume("ext-thin", 1)
-    backend.driver.create_volume("ext-thick", 1, extra_specs={"provisioning:type": "thick"})
-    if state.fill is not None:
-        state.fill(backend)
+    names = {"vg": backend.options["volume_group"],
+             "pool": backend.options["lvm_thin_pool_name"]}
+    for argv in state.by_hand:
+        backend.operator(*(arg.format(**names) for arg in argv))
+    volumes = (("ext-thin", 1, 0, False), ("ext-thick", 1, 0, True)) + state.volumes
+    for name, size, written, thick in volumes:
+        backend.driver.create_volume(name, size, extra_specs={
+            "provisioning:type": "thick" if thick else "thin"})
+        if written:
+            backend.write(name, written)
     return backend
 
 
