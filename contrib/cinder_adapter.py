@@ -269,8 +269,9 @@ class DriverKitVolumeDriver(_Base):
             for p in pools)
         for pool in pools:
             pool["multiattach"] = True
-            kind, _, rest = pool["location_info"].partition(":")
-            pool["location_info"] = f"{kind}:{self.hostname}:{rest}"
+            if pool["location_info"]:  # a pool reported down has none
+                kind, _, rest = pool["location_info"].partition(":")
+                pool["location_info"] = f"{kind}:{self.hostname}:{rest}"
         return stats
 
     def _update_volume_stats(self) -> None:

@@ -8,7 +8,12 @@ Real Cinder objects, database and volume manager run the adapter, as in
 ``cinder-rtstool``, ``tgt-admin`` and ``tgtadm`` and keeps the targets and ACLs
 they would have made, so the answer shows what the kernel target would hold
 after each step. ``images`` copies an image to a volume and back through
-Cinder's ``image_utils`` with the real ``qemu-img``; Glance is a directory.
+Cinder's ``image_utils`` with the real ``qemu-img`` (Glance is a directory),
+then backs the volume up and restores it into a new one through cinder-backup's
+generic path (``BackupManager`` with the POSIX driver on a directory): the
+backup manager reaches the volume manager by direct calls instead of RPC, and
+its iSCSI connector finds the device of the target it logs in to in
+``TargetTools``' record (the real connector runs in the VM lane).
 The attachment lifecycle is the one Cinder's API drives: an attachment
 record, ``attachment_update`` on the manager, ``attachment_delete`` on the
 manager, then ``finish_detach`` on the volume.
@@ -29,10 +34,13 @@ from tests.ecosystem import cinder_side as side  # noqa: E402 (sets up Cinder fi
 
 import cinder.privsep  # noqa: E402
 from cinder import objects  # noqa: E402
+from cinder.backup import manager as backup_manager  # noqa: E402
 from cinder.compute import nova  # noqa: E402
 from cinder.image import glance  # noqa: E402
 from cinder.volume import volume_types  # noqa: E402
+from cinder.volume import volume_utils  # noqa: E402
 from oslo_concurrency import processutils  # noqa: E402
+from oslo_service import loopingcall  # noqa: E402
 
 REAL_EXECUTE = processutils.execute
 
@@ -147,6 +155,83 @@ class DirectoryGlance:
         self.meta.pop(image_id, None)
 
 
+class DirectVolumeRPC:
+    """The volume manager's RPC API as the backup manager calls it, as direct calls."""
+
+    def __init__(self, manager: Any, backups: Any) -> None:
+        self.manager = manager
+        self.backups = backups
+
+    def get_backup_device(self, ctxt: Any, backup: Any, volume: Any) -> None:
+        device = self.manager.get_backup_device(ctxt, backup, want_objects=True)
+        self.backups.continue_backup(ctxt, backup, device)  # the manager's callback
+
+    def secure_file_operations_enabled(self, ctxt: Any, volume: Any) -> bool:
+        return self.manager.secure_file_operations_enabled(ctxt, volume)
+
+    def initialize_connection(self, ctxt: Any, volume: Any, connector: Any) -> Any:
+        return self.manager.initialize_connection(ctxt, volume, connector)
+
+    def terminate_connection(self, ctxt: Any, volume: Any, connector: Any,
+                             force: bool = False) -> None:
+        self.manager.terminate_connection(ctxt, volume.id, connector, force=force)
+
+    def remove_export(self, ctxt: Any, volume: Any, sync: bool = False) -> None:
+        self.manager.remove_export(ctxt, volume.id)
+
+
+class RecordedTargetConnector:
+    """os-brick's iSCSI connector on the host lane: "logs in" to a target of the record."""
+
+    def __init__(self, tools: TargetTools) -> None:
+        self.tools = tools
+        self.logins: list[str] = []
+
+    def connect_volume(self, data: dict[str, Any]) -> dict[str, Any]:
+        target = {**self.tools.lio, **self.tools.tgt}[data["target_iqn"]]
+        self.logins.append(data["target_iqn"])
+        return {"type": "block", "path": target["device"]}
+
+    def disconnect_volume(self, data: dict[str, Any], device: Any, **kwargs: Any) -> None:
+        return None
+
+
+def backup_and_restore(manager: Any, volume: Any, restore_into: Any | None) -> dict[str, Any]:
+    """Back ``volume`` up with cinder-backup's generic path; restore into ``restore_into``."""
+    context = side.ctxt()
+    backups = backup_manager.BackupManager(host=manager.host)
+    try:  # what init_host's set-up loop runs: the driver's setup check
+        backups._setup_backup_driver(context)
+    except loopingcall.LoopingCallDone:
+        pass
+    backups.volume_rpcapi = DirectVolumeRPC(manager, backups)
+    volume = objects.Volume.get_by_id(context, volume.id)
+    volume.update({"status": "backing-up", "previous_status": "available"})
+    volume.save()
+    backup = objects.Backup(context, volume_id=volume.id, status="creating",
+                            host=manager.host, user_id="user", project_id="project",
+                            size=volume.size, display_name="kit-backup",
+                            availability_zone="nova")
+    backup.create()
+    backups.create_backup(context, backup)
+    backup.refresh()
+    volume.refresh()
+    answer: dict[str, Any] = {"backup_status": backup.status, "fail_reason": backup.fail_reason,
+                              "volume_status": volume.status,
+                              "volume_provider_location": volume.provider_location}
+    if restore_into is not None and backup.status == "available":
+        target = objects.Volume.get_by_id(context, restore_into.id)
+        target.update({"status": "restoring-backup"})
+        target.save()
+        backup.update({"status": "restoring"})
+        backup.save()
+        backups.restore_backup(context, backup, target.id, False)
+        backup.refresh()
+        target.refresh()
+        answer.update(restore_status=backup.status, restored_volume_status=target.status)
+    return answer
+
+
 def connector(host: str, initiator: str) -> dict[str, Any]:
     """What os-brick's get_connector_properties reports for an iSCSI host."""
     return {"host": host, "initiator": initiator, "ip": "127.0.0.1", "multipath": False,
@@ -202,6 +287,7 @@ class Lifecycle:
 INSTANCES = [f"00000000-0000-0000-0000-00000000000{i}" for i in range(1, 6)]
 HOST_A = connector("compute-a", "iqn.1993-08.org.debian:01:compute-a")
 HOST_B = connector("compute-b", "iqn.1993-08.org.debian:01:compute-b")
+BACKUP_HOST = connector("backup-1", "iqn.1993-08.org.debian:01:backup-1")
 
 
 def _steps(helper: str, tools: TargetTools, manager: Any) -> Iterator[tuple[str, Any]]:
@@ -249,11 +335,15 @@ def _steps(helper: str, tools: TargetTools, manager: Any) -> Iterator[tuple[str,
     yield "detach_a1", {"volume": volume_fields(shared.id), "targets": tools.state(helper)}
 
     single = life.volume(host)
+    before = len(tools.calls)
     only, info = life.attach(single, HOST_A, INSTANCES[3])
-    yield "single_attach", {"info": info, "targets": tools.state(helper)}
+    yield "single_attach", {"info": info, "targets": tools.state(helper),
+                            "volume": {"id": single.id, "name": single.name,
+                                       "device": manager.driver.local_path(single),
+                                       **volume_fields(single.id)}}
     life.detach(single.id, only)
     yield "single_detach", {"volume": volume_fields(single.id),
-                            "targets": tools.state(helper)}
+                            "targets": tools.state(helper), "calls": tools.calls[before:]}
 
     no_initiator = {k: v for k, v in HOST_A.items() if k != "initiator"}
     yield "no_initiator", side.error_of(lambda: life.attach(single, no_initiator,
@@ -317,6 +407,18 @@ def run_images(workdir: Path) -> dict[str, Any]:
     manager.copy_volume_to_image(life.context, volume.id, upload)
     answer["uploaded"] = str(store.root / upload_id)
     answer["upload_status"] = store.meta[upload_id]["status"]
+    volume.update({"status": "available"})
+    volume.save()
+
+    brick = RecordedTargetConnector(tools)
+    volume_utils.brick_get_connector = lambda protocol, *args, **kwargs: brick
+    volume_utils.brick_get_connector_properties = lambda *args, **kwargs: dict(BACKUP_HOST)
+    restored = life.volume("node1@kit-sparse#sparse")
+    answer["backup"] = backup_and_restore(manager, volume, restored)
+    answer["backup"].update(logins=brick.logins, targets_left=tools.state("tgtadm"),
+                            restored_path=manager.driver.local_path(restored))
+    answer["backup_files"] = sorted(p.name for p in (workdir / "backups").rglob("*")
+                                    if p.is_file())
     return answer
 
 

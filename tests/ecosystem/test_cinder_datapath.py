@@ -18,8 +18,9 @@ from typing import Any
 
 import pytest
 
-from tests.ecosystem.support import (CINDER_INSTALLED, IN_CI, NO_CINDER, requires_cinder,
-                                      run_cinder_side, write_cinder_conf)
+from tests.ecosystem import lio_commands
+from tests.ecosystem.support import (CINDER_INSTALLED, IN_CI, NO_CINDER, backup_options,
+                                      requires_cinder, run_cinder_side, write_cinder_conf)
 
 PORTAL = "127.0.0.1:3260"
 INSTANCES = [f"00000000-0000-0000-0000-00000000000{i}" for i in range(1, 4)]
@@ -125,6 +126,29 @@ def test_a_single_attachment_detach_removes_the_export(
 
 
 @requires_cinder
+def test_lio_runs_the_commands_the_vm_lane_proves_on_a_real_target(
+        attach: dict[str, Any]) -> None:
+    """One attach and detach through the adapter makes Cinder's LioAdm run exactly
+    the cinder-rtstool commands (and hand os-brick the connection) that
+    test_cinder_realvm.py runs on the kernel's LIO target with a real initiator."""
+    steps = attach["lioadm"]["steps"]
+    volume = steps["single_attach"]["volume"]
+    _method, user, password = volume["provider_auth"].split()
+    initiator = "iqn.1993-08.org.debian:01:compute-a"
+    changes = [call for call in steps["single_detach"]["calls"]
+               if call[1] not in ("get-targets", "save")]  # reads and persistence
+    assert changes == [
+        lio_commands.export(volume["device"], volume["name"], user, password, "127.0.0.1"),
+        lio_commands.allow(volume["name"], user, password, initiator),
+        lio_commands.deny(volume["name"], initiator),
+        lio_commands.remove(volume["name"])]
+    info = steps["single_attach"]["info"]
+    expected = lio_commands.connection(volume["id"], volume["name"], user, password,
+                                       "127.0.0.1")
+    assert {key: info[key] for key in expected} == expected
+
+
+@requires_cinder
 def test_extend_while_attached_grows_the_volume_and_refreshes_tgt(
         attach: dict[str, Any]) -> None:
     for helper in ("lioadm", "tgtadm"):
@@ -212,7 +236,8 @@ def images(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     write_cinder_conf(tmp, {"kit-sparse": {
         "volume_driver": "contrib.cinder_adapter.DriverKitVolumeDriver",
         "driver_kit_driver": "contrib.sparse_file_driver.SparseFileDriver",
-        "volume_backend_name": "kit-sparse", "sparse_pool_dir": tmp / "pool"}})
+        "volume_backend_name": "kit-sparse", "sparse_pool_dir": tmp / "pool"}},
+        defaults=backup_options(tmp / "backups"))
     answer = run_cinder_side("images", tmp, script="cinder_datapath_side.py")
     answer["qemu_img"] = qemu_img
     answer["tmp"] = tmp
@@ -245,3 +270,19 @@ def test_a_volume_uploads_as_an_image(images: dict[str, Any]) -> None:
                     images["uploaded"], str(back)], check=True)
     assert back.stat().st_size == 1024 * MiB
     assert _pattern_of(str(back)) == [(o, bytes([b]) * MiB) for o, b in PATTERN]
+
+
+@requires_cinder
+def test_a_backup_through_the_generic_path_restores_the_volume(
+        images: dict[str, Any]) -> None:
+    """cinder-backup attaches the volume through the adapter's export (one login per
+    backup and restore), copies it with the POSIX driver and removes the exports."""
+    backup = images["backup"]
+    assert (backup["backup_status"], backup["fail_reason"]) == ("available", None)
+    assert backup["volume_status"] == "available"
+    assert backup["restore_status"] == "available"
+    assert backup["restored_volume_status"] == "available"
+    assert len(backup["logins"]) == 2 and backup["targets_left"] == {}
+    assert any(name.endswith("_metadata") for name in images["backup_files"])
+    assert _pattern_of(backup["restored_path"]) == [(o, bytes([b]) * MiB)
+                                                    for o, b in PATTERN]
