@@ -15,7 +15,8 @@ admission of every create, extend and snapshot under a per-pool lock.
 Certify it with ``driver-kit check --config-file pool.conf`` (a backend section
 with ``volume_driver = contrib.sparse_file_driver:SparseFileDriver`` and
 ``sparse_pool_dir``); ``COMPLIANCE_HOOKS`` at the end is found on its own. A
-production driver would also export its volumes (iSCSI, NBD); this one only stores.
+volume's file is its device path (``backend_device_path``), so Cinder's adapter
+copies images to and from it.
 """
 
 from __future__ import annotations
@@ -94,6 +95,14 @@ class SparseFileDriver(VolumeDriver):
 
     def backend_find_snapshot(self, name: str) -> VolumeInfo | None:
         return self._find(name, snapshot=True)
+
+    def backend_device_path(self, name: str) -> str:
+        """The volume's file: image copies read and write it; iSCSI targets that take
+        files (tgtadm) export it, LIO's block backstore does not."""
+        path = self.path(name)
+        if not os.path.isfile(path):
+            raise VolumeNotFound(f"no volume {name!r}")
+        return path
 
     # ------------------------------------------------------------ operations
     def backend_create_volume(self, name: str, size_gb: int, *, pool_name: str,

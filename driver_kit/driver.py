@@ -179,6 +179,17 @@ class VolumeDriver(abc.ABC):
         """Create a volume copying another (``AlreadyExists`` if taken). Default: none."""
         raise NotImplementedError(f"{type(self).__name__} cannot clone volumes")
 
+    def backend_device_path(self, name: str) -> str:
+        """The local path of volume ``name``, ready for I/O (``VolumeNotFound`` if missing).
+
+        What the data path reads and writes on this host: the device a target
+        helper exports (iSCSI, NVMe-oF) and the one image and backup copies
+        use. Default: the driver offers no local path, so its volumes cannot
+        be exported or copied on this host.
+        """
+        raise NotImplementedError(f"{type(self).__name__} gives no local device path: its "
+                                  f"volumes cannot be exported or copied on this host")
+
     def validate_name(self, name: Any) -> str:
         """Refuse names the backend cannot take; override with the backend's rules."""
         if not isinstance(name, str) or not name or name.startswith("-") \

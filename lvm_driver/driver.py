@@ -333,6 +333,19 @@ class ThinLVMDriver(VolumeDriver):
     def backend_find_snapshot(self, name: str) -> VolumeInfo | None:
         return self._find(name, _SNAPSHOT)
 
+    def backend_device_path(self, name: str) -> str:
+        """``/dev/<vg>/<lv>`` of one of the driver's volumes, activated when it is not.
+
+        One ``lvs``, plus one ``lvchange -ay -K`` for an inactive LV (a clone
+        LVM left flagged skip-activation, or a VG activated with ``-aay``).
+        """
+        lv = self.vg.report().find_lv(self.validate_name(name))
+        if lv is None or self._kind(lv) != _VOLUME:
+            raise VolumeNotFound(f"no volume {name!r}")
+        if not lv.is_active:
+            self.vg.activate(lv.name)
+        return f"/dev/{self.vg_name}/{lv.name}"
+
     # ------------------------------------------------------------ operations
     def _create_cleanly(self, name: str, create: Callable[[tuple[str, ...]], None],
                         tag: str) -> None:

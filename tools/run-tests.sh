@@ -27,12 +27,15 @@ if [ ! -x .venv/bin/python ]; then
 fi
 .venv/bin/python -m pip install -q --upgrade pip
 .venv/bin/python -m pip install -q -e '.[test,cinder]'
-# tests/ecosystem/test_devstack.py lints the DevStack plugin with ShellCheck
-if ! command -v shellcheck >/dev/null && [ "$(id -u)" = 0 ]; then
-    apt-get install -y -q shellcheck >/dev/null 2>&1 \
-        || { apt-get update -q >/dev/null && apt-get install -y -q shellcheck >/dev/null; } \
-        || echo "run-tests: could not install shellcheck" >&2
-fi
+# tests/ecosystem/test_devstack.py lints the DevStack plugin with ShellCheck;
+# tests/ecosystem/test_cinder_datapath.py converts images with qemu-img
+for tool in shellcheck:shellcheck qemu-img:qemu-utils; do
+    if ! command -v "${tool%%:*}" >/dev/null && [ "$(id -u)" = 0 ]; then
+        apt-get install -y -q "${tool#*:}" >/dev/null 2>&1 \
+            || { apt-get update -q >/dev/null && apt-get install -y -q "${tool#*:}" >/dev/null; } \
+            || echo "run-tests: could not install ${tool#*:}" >&2
+    fi
+done
 mkdir -p test-results
 
 status=0
