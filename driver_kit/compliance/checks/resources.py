@@ -1,0 +1,99 @@
+"""Resources: a volume service runs for months, so operations leak no file descriptors
+and no child processes."""
+
+from __future__ import annotations
+
+import gc
+import time
+from typing import Any, Callable
+
+import psutil
+
+from driver_kit.compliance.checks.base import (Check, CheckContext, CheckFailed, behaviour,
+                                               target_pool)
+
+
+_CYCLES = 2
+
+
+def _exercise(ctx: CheckContext, drv: Any, pool_name: str) -> Callable[[], None]:
+    """One round of every operation, within 2 GiB of room (snapshots are admitted for
+    their volume's size); the first round finds out whether snapshots work."""
+    snapshots: list[bool] = []
+
+    def cycle() -> None:
+        volume = ctx.create(drv, 1, pool_name, tag="cyc")
+        drv.get_volume_stats(refresh=True)
+        if not snapshots or snapshots[0]:
+            snap = ctx.name("cycsnap")
+            ctx.defer(("snapshot", snap), f"snapshot {snap}", lambda: drv.delete_snapshot(snap))
+            try:
+                drv.create_snapshot(snap, volume)
+                snapshots[:] = [True]
+                drv.delete_snapshot(snap)
+            except NotImplementedError:
+                snapshots[:] = [False]
+            ctx.done(("snapshot", snap))
+        drv.extend_volume(volume, 2)
+        ctx.delete(drv, volume)
+        drv.get_volume_stats(refresh=True)
+    return cycle
+
+
+def _check_no_fd_leak(ctx: CheckContext) -> str:
+    drv = ctx.driver()
+    cycle = _exercise(ctx, drv, target_pool(drv)["pool_name"])
+    me = psutil.Process()
+    cycle()  # warm-up: lazy imports, caches, lock files
+    gc.collect()
+    before, paths = me.num_fds(), {f.path for f in me.open_files()}
+    for _ in range(_CYCLES):
+        cycle()
+    gc.collect()
+    after = me.num_fds()
+    if after > before:
+        new = sorted({f.path for f in me.open_files()} - paths)
+        raise CheckFailed(f"{after - before} file descriptors leaked over {_CYCLES} rounds "
+                          f"of create/stats/snapshot/extend/delete"
+                          + (f" (new open files: {', '.join(new[:5])})" if new else ""))
+    return f"{before} open file descriptors before and after {_CYCLES} rounds"
+
+
+def _live_children(me: psutil.Process, known: set[int]) -> list[str]:
+    found = []
+    for child in me.children(recursive=True):
+        if child.pid in known:
+            continue
+        try:
+            found.append(f"pid {child.pid} ({' '.join(child.cmdline()[:3]) or child.name()}, "
+                         f"{child.status()})")
+        except psutil.Error:
+            continue  # it exited while we looked
+    return found
+
+
+def _check_no_child_leak(ctx: CheckContext) -> str:
+    drv = ctx.driver()
+    cycle = _exercise(ctx, drv, target_pool(drv)["pool_name"])
+    me = psutil.Process()
+    cycle()
+    known = {p.pid for p in me.children(recursive=True)}
+    for _ in range(_CYCLES):
+        cycle()
+    deadline = time.monotonic() + 1.0
+    while (leaked := _live_children(me, known)) and time.monotonic() < deadline:
+        time.sleep(0.05)  # give commands that are exiting a moment to be reaped
+    if leaked:
+        raise CheckFailed(f"{len(leaked)} child processes outlived the operations that "
+                          f"started them: {'; '.join(leaked[:5])}")
+    return f"no child process left after {_CYCLES} rounds"
+
+
+CHECKS: tuple[Check, ...] = (
+    behaviour("resources.no-fd-leak", "No file descriptors leaked across operations",
+               "harness: a volume service runs for months (no spec clause; psutil)",
+               _check_no_fd_leak),
+    behaviour("resources.no-child-leak", "No child processes leaked across operations",
+               "harness: a volume service runs for months (no spec clause; psutil)",
+               _check_no_child_leak),
+)
