@@ -27,11 +27,13 @@ from typing import Any, Callable, Mapping, Sequence
 from driver_kit import capacity
 from driver_kit.admission import AdmissionGate
 from driver_kit.config import BackendConfig, load_backend_config
-from driver_kit.exceptions import (AlreadyExists, BackendUnavailable, CapacityExceeded,
+from driver_kit.exceptions import (AlreadyExists, BackendTimeout, BackendUnavailable,
+                                   CapacityExceeded,
                                    DriverKitError, InvalidInput, InvalidSize, PoolNotFound,
                                    SnapshotNotFound, VolumeNotFound)
 from driver_kit.stats import (BackendStats, PoolFacts, PoolStats, build_pool_stats,
                               down_pool_stats, validate_stats)
+from driver_kit.units import GiB
 
 LOG = logging.getLogger(__name__)
 
@@ -167,6 +169,16 @@ class VolumeDriver(abc.ABC):
         """Create a volume copying another (``AlreadyExists`` if taken). Default: none."""
         raise NotImplementedError(f"{type(self).__name__} cannot clone volumes")
 
+    def allocation_unit_bytes(self, pool_name: str) -> int:
+        """The backend gives volumes on ``pool_name`` whole units of this many bytes;
+        admission counts requests at that size. Default: sizes are exact."""
+        return 1
+
+    def capacity_group(self, pool_name: str) -> str:
+        """The physical capacity ``pool_name`` draws on; pools sharing one (one disk
+        group) share in-flight claims. Default: every pool its own."""
+        return pool_name
+
     def validate_name(self, name: Any) -> str:
         """Refuse names the backend cannot take; override with the backend's rules."""
         if not isinstance(name, str) or not name or name.startswith("-") \
@@ -210,10 +222,32 @@ class VolumeDriver(abc.ABC):
             LOG.warning("pool %s is down: %s", pool.pool_name, pool.down_reason)
         return pool
 
+    def _read_pools_in_time(self) -> list[PoolFacts]:
+        """``_read_pools_or_raise`` within ``stats_timeout`` (else ``BackendTimeout``); a
+        read past it is left to finish on its own."""
+        box: dict[str, Any] = {}
+        done = threading.Event()
+
+        def read() -> None:
+            try:
+                box["facts"] = self._read_pools_or_raise()
+            except BaseException as exc:  # handed to the caller
+                box["error"] = exc
+            finally:
+                done.set()
+        threading.Thread(target=read, daemon=True, name="driver-kit-stats-read").start()
+        timeout_s = self.configuration.stats_timeout
+        if not done.wait(timeout_s):
+            raise BackendTimeout(f"the backend did not answer within stats_timeout = "
+                                 f"{timeout_s:g} s")
+        if "error" in box:
+            raise box["error"]
+        return box["facts"]
+
     def _build_stats(self) -> dict[str, Any]:
         conf = self.configuration
         try:
-            pools = [self._pool_stats(f) for f in self._read_pools_or_raise()]
+            pools = [self._pool_stats(f) for f in self._read_pools_in_time()]
             self._known_pools = tuple(p.pool_name for p in pools)
         except Exception as exc:  # fail closed, whatever went wrong
             reason = f"backend cannot be read: {exc}"
@@ -278,7 +312,7 @@ class VolumeDriver(abc.ABC):
         raise InvalidInput(f"no pool of backend {self.configuration.volume_backend_name} "
                            f"supports {wanted} provisioning")
 
-    def _admit(self, session: Any, pool: PoolFacts, requested_gb: int, thin: bool,
+    def _admit(self, session: Any, pool: PoolFacts, requested_gb: float, thin: bool,
                ) -> capacity.AdmissionDecision:
         stats = self._pool_stats(pool)
         if stats.backend_state != "up":
@@ -287,7 +321,7 @@ class VolumeDriver(abc.ABC):
         decision = capacity.admit(
             total_capacity=stats.total_capacity_gb, free_capacity=stats.free_capacity_gb,
             provisioned_capacity=stats.provisioned_capacity_gb, requested=requested_gb,
-            in_flight=session.in_flight_gb(pool.pool_name),
+            in_flight=session.in_flight_gb(self.capacity_group(pool.pool_name)),
             max_over_subscription_ratio=stats.max_over_subscription_ratio,
             reserved_percentage=stats.reserved_percentage, thin=thin,
             calculation=conf.over_provisioning_calculation, pool_name=pool.pool_name)
@@ -296,9 +330,15 @@ class VolumeDriver(abc.ABC):
             raise CapacityExceeded(decision)
         return decision
 
+    def _allocated_gb(self, pool_name: str, size_gb: int) -> float:
+        unit = self.allocation_unit_bytes(pool_name)
+        return -(-size_gb * GiB // unit) * unit / GiB
+
     def _guarded(self, pool_key: str | None, extra_specs: Mapping[str, Any] | None,
-                 size_gb: int, action: Callable[[PoolFacts, bool], None]) -> None:
-        """Admit ``size_gb`` on the chosen pool under its lock, then run ``action``."""
+                 size_gb: int, action: Callable[[PoolFacts, bool], None], *,
+                 from_gb: int = 0) -> None:
+        """Admit growing a volume from ``from_gb`` (0: a new one) to ``size_gb`` on the
+        chosen pool under its lock, in the pool's allocation units, then run ``action``."""
         wanted = provisioning_type(extra_specs)
         with self._gate.hold(self.configuration.backend, self._read_pools_or_raise,
                              owner=self) as session:
@@ -308,7 +348,9 @@ class VolumeDriver(abc.ABC):
                     not thin and not pool.thick_provisioning_support:
                 raise InvalidInput(f"pool {pool.pool_name} does not support "
                                    f"{'thin' if thin else 'thick'} provisioning")
-            self._admit(session, pool, size_gb, thin)
+            needed = self._allocated_gb(pool.pool_name, size_gb) \
+                - self._allocated_gb(pool.pool_name, from_gb)
+            self._admit(session, pool, needed, thin)
             try:
                 action(pool, thin)
             except DriverKitError as exc:
@@ -318,7 +360,7 @@ class VolumeDriver(abc.ABC):
             except BaseException:
                 session.mark_uncertain()
                 raise
-            session.record(pool.pool_name, size_gb)
+            session.record(self.capacity_group(pool.pool_name), needed)
         self._invalidate()
 
     def _invalidate(self) -> None:
@@ -368,8 +410,9 @@ class VolumeDriver(abc.ABC):
             raise InvalidSize(f"new size {new_size_gb} GiB must exceed the current size "
                               f"{volume.size_gb} GiB of volume {name!r}")
         spec = {"provisioning:type": "thin" if volume.thin else "thick"}
-        self._guarded(volume.pool_name, spec, new_size_gb - volume.size_gb,
-                      lambda pool, thin: self.backend_extend_volume(name, new_size_gb))
+        self._guarded(volume.pool_name, spec, new_size_gb,
+                      lambda pool, thin: self.backend_extend_volume(name, new_size_gb),
+                      from_gb=volume.size_gb)
         return VolumeInfo(name=name, size_gb=new_size_gb, pool_name=volume.pool_name,
                           thin=volume.thin)
 
