@@ -1,11 +1,14 @@
 """The catalogue: every compliance check with its id, title, spec clause and severity.
 
-Two kinds. *Report* checks judge one ``get_volume_stats(refresh=True)`` dict and
-reuse ``driver_kit.validate_stats`` (each maps to its violation ids; the rules
-live in one place). *Behaviour* checks drive a live driver through the kit's
-operations API (create, extend, snapshot, delete) and read the effect back from
-its reports. A check raises ``CheckFailed``, ``CheckSkipped`` or ``CheckError``;
-returning means it passed (a returned string is a note for the result).
+Two kinds. *Report* checks judge every report the run sees (the first, and one per
+state of the tour, ``checks.tour``): their form with ``driver_kit.validate_stats``
+(each maps to its violation ids; the rules live in one place) and their content
+against the backend's truth (``checks.truth``). *Behaviour* checks drive a live
+driver through the kit's operations API on every pool and provisioning type and
+read the effect back from its reports and from the truth hook. A check raises
+``CheckFailed``, ``CheckSkipped`` or ``CheckError``; returning means it passed (a
+returned string is a note for the result). A check lists the hooks it needs; the
+runner skips it without them (``hooks.required`` fails instead).
 
 Every volume a check creates is named with the run's prefix and registered for
 clean-up *before* the create is attempted, so the runner can remove it even when
@@ -21,13 +24,15 @@ import fnmatch
 from typing import Mapping
 
 from driver_kit.compliance.checks import (admission, failclosed, operations, provisioned,
-                                          report, resources)
+                                          races, report, resources, truth)
 from driver_kit.compliance.checks.base import (Check, CheckContext, CheckError, CheckFailed,
                                                CheckSkipped, set_up)
-from driver_kit.compliance.hooks import ComplianceHooks
+from driver_kit.compliance.hooks import (BackendTruth, ComplianceHooks, PoolTruth,
+                                         VolumeTruth, register_hooks)
 
-__all__ = ["BY_ID", "CATALOGUE", "SETUP", "Check", "CheckContext", "CheckError", "CheckFailed",
-           "CheckSkipped", "ComplianceHooks", "find_checks", "set_up"]
+__all__ = ["BY_ID", "CATALOGUE", "SETUP", "BackendTruth", "Check", "CheckContext", "CheckError",
+           "CheckFailed", "CheckSkipped", "ComplianceHooks", "PoolTruth", "VolumeTruth",
+           "find_checks", "register_hooks", "set_up"]
 
 SETUP = Check(
     id="driver.setup", title="The driver loads, is a driver_kit VolumeDriver and sets up",
@@ -35,8 +40,9 @@ SETUP = Check(
            "check_for_setup_error)", severity="must", kind="setup")
 
 CATALOGUE: tuple[Check, ...] = (
-    *report.CHECKS, *provisioned.CHECKS, *admission.CHECKS, *operations.CHECKS,
-    *resources.CHECKS, *failclosed.CHECKS,
+    *truth.HOOK_CHECKS, *report.CHECKS, *truth.CHECKS, *provisioned.CHECKS,
+    *admission.CHECKS, *races.CHECKS, *operations.CHECKS, *resources.CHECKS,
+    *failclosed.CHECKS,
 )
 
 #: the catalogue indexed by check id

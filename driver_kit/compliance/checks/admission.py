@@ -1,220 +1,231 @@
-"""Admission: creates and extends past the over-subscription cap are refused, also when
-threads or processes race for the last room."""
+"""Admission: every create, extend, snapshot, clone and volume from a snapshot past the
+over-subscription cap is refused with ``CapacityExceeded`` and changes nothing, on every
+pool and provisioning type; and the cap holds when it is reached by large creates and
+then many small ones (the tour).
+
+The cap is the truth's, worked out again before every decision (``checks.expect``),
+so ``auto`` ratios, shared capacity groups and allocation units are judged right.
+"""
 
 from __future__ import annotations
 
-import logging
-import multiprocessing
-import queue
-import threading
-from typing import Any, Callable, Mapping
+from typing import Any, Callable
 
-from driver_kit import CapacityExceeded
+from driver_kit import CapacityExceeded, GiB, InvalidInput
+from driver_kit.compliance.checks import expect
 from driver_kit.compliance.checks.base import (KILO, Check, CheckContext, CheckError,
-                                               CheckFailed, CheckSkipped, behaviour,
-                                               cumulative_room_gb, pool_named,
-                                               provisioned_gb, room_gb, set_up, target_pool)
+                                               CheckFailed, CheckSkipped, Target, behaviour,
+                                               pool_named, report_pools, targets)
 
-
-def refusal(ctx: CheckContext, drv: Any, before: Mapping[str, Any], what: str,
-             attempt: Callable[[], Any], expected: type[Exception], rule: str, *,
-             probe: str | None = None) -> str:
-    """``attempt`` must raise ``expected`` and leave the pool ``before`` describes as it was.
-
-    ``what`` names the attempt in the verdict, ``rule`` says what it must do; a
-    ``probe`` volume it would have made is no longer tracked once it is refused.
-    """
-    try:
-        attempt()
-    except expected:
-        if probe is not None:
-            ctx.done(("volume", probe))  # refused: there is nothing to delete
-    except Exception as exc:
-        raise CheckFailed(f"{what} raised {type(exc).__name__}: {exc}; {rule}") from None
-    else:
-        raise CheckFailed(f"{what} succeeded; {rule}")
-    after = pool_named(drv, before["pool_name"])
-    changed = [k for k in ("provisioned_capacity_gb", "total_volumes")
-               if before.get(k) != after.get(k)]
-    if changed:
-        raise CheckFailed(f"{what} was refused but changed the pool: " + ", ".join(
-            f"{k} {before.get(k)} -> {after.get(k)}" for k in changed))
-    return f"{what}: {expected.__name__}, nothing changed"
-
+__all__ = ["CHECKS", "each_target", "refusal"]
 
 _OVER_CAP = "it must be refused with driver_kit.CapacityExceeded and the breakdown"
 
 
+def _state(ctx: CheckContext, drv: Any) -> tuple[dict[str, Any], dict[str, int]]:
+    """What a refusal must not change: each pool's counts and the backend's volumes."""
+    counts = {str(p.get("pool_name")): (p.get("provisioned_capacity_gb"),
+                                        p.get("total_volumes")) for p in report_pools(drv)}
+    return counts, {v.name: v.size_bytes for v in ctx.truth(drv).volumes}
+
+
+def refusal(ctx: CheckContext, drv: Any, what: str, attempt: Callable[[], Any],
+            expected: type[Exception], rule: str, *,
+            probe: tuple[str, str] | None = None) -> str:
+    """``attempt`` must raise ``expected`` and change neither the report nor the backend.
+
+    ``what`` names the attempt in the verdict, ``rule`` says what it must do; a
+    ``probe`` (clean-up key) it would have made is no longer tracked once refused.
+    """
+    counts, volumes = _state(ctx, drv)
+    try:
+        attempt()
+    except expected:
+        if probe is not None:
+            ctx.done(probe)  # refused: there is nothing to delete
+    except Exception as exc:
+        raise CheckFailed(f"{what} raised {type(exc).__name__}: {exc}; {rule}") from None
+    else:
+        raise CheckFailed(f"{what} succeeded; {rule}")
+    counts_after, volumes_after = _state(ctx, drv)
+    if counts_after != counts:
+        raise CheckFailed(f"{what} was refused but changed the report: provisioned and "
+                          f"volumes per pool {counts} -> {counts_after}")
+    if volumes_after != volumes:
+        changed = sorted(set(volumes.items()) ^ set(volumes_after.items()))
+        raise CheckFailed(f"{what} was refused but changed the backend: {changed[:3]}")
+    return f"{what}: {expected.__name__}, nothing changed"
+
+
+def _over_cap(ctx: CheckContext, drv: Any, target: Target, size_gb: int, what: str,
+              attempt: Callable[[], Any], *, from_gb: int = 0,
+              probe: tuple[str, str] | None = None) -> str:
+    """``attempt`` (of ``size_gb`` on ``target``) must be refused: the truth says so."""
+    decision = ctx.must_admit(drv, target, size_gb, from_gb=from_gb)
+    if decision.admitted:
+        raise CheckError(f"{what} on {target} fits the cap the truth gives; cannot test a "
+                         f"refusal:\n{decision.explain()}")
+    return refusal(ctx, drv, f"{what} on {target}, past the cap", attempt, CapacityExceeded,
+                   _OVER_CAP, probe=probe)
+
+
+def each_target(ctx: CheckContext, drv: Any, one: Callable[[Target], str | None]) -> str:
+    """``one`` on every target, each starting from a clean backend (pools sharing capacity
+    would otherwise see each other's volumes); their notes, or CheckSkipped if none."""
+    done = []
+    for target in targets(drv):
+        note = one(target)
+        problems = ctx.cleanup()
+        if problems:
+            raise CheckError("; ".join(problems))
+        if note:
+            done.append(note)
+    if not done:
+        raise CheckSkipped("no pool offers this operation with room to test it")
+    return "; ".join(done)
+
+
 def _check_create_over_cap(ctx: CheckContext) -> str:
     drv = ctx.driver()
-    pool = target_pool(drv)
-    room = room_gb(pool)
-    name = ctx.name("over")
-    ctx.track_volume(drv, name)
-    return refusal(ctx, drv, pool, f"a create of {room + 1} GiB, past the over-subscription "
-                    f"cap (max_volume_size_gb {room})",
-                    lambda: drv.create_volume(name, room + 1, pool_name=pool["pool_name"]),
-                    CapacityExceeded, _OVER_CAP, probe=name)
 
-
-def _check_extend_over_cap(ctx: CheckContext) -> str:
-    drv = ctx.driver()
-    pool_name = target_pool(drv)["pool_name"]
-    volume = ctx.create(drv, 1, pool_name)
-    pool = pool_named(drv, pool_name)
-    room = room_gb(pool)
-    return refusal(ctx, drv, pool, f"an extend of a 1 GiB volume to {room + 2} GiB, past "
-                    f"the over-subscription cap (max_volume_size_gb {room})",
-                    lambda: drv.extend_volume(volume, room + 2), CapacityExceeded, _OVER_CAP)
-
-
-def _race_size(pool: Mapping[str, Any], workers: int) -> tuple[int, int]:
-    """A size such that ``workers`` creates cannot all fit but at least one can."""
-    largest, room = room_gb(pool), cumulative_room_gb(pool)
-    if largest < 1 or room < 1:
-        raise CheckSkipped(f"pool {pool.get('pool_name')!r} has no room left to race for")
-    size = min(largest, room // (workers // 2) + 1)
-    if size * workers <= room:
-        raise CheckSkipped(f"{workers} creates of the largest admissible size ({size} GiB) "
-                           f"all fit in {room} GiB: cannot provoke a race")
-    return size, room
-
-
-def _judge_race(ctx: CheckContext, drv: Any, pool_name: str, before: float, size: int,
-                room: int, names: list[str], outcomes: list[str | None], workers: str) -> str:
-    for name, outcome in zip(names, outcomes):
-        if outcome == "refused":
-            ctx.done(("volume", name))  # nothing to delete
-    admitted = outcomes.count("admitted")
-    others = sorted({o for o in outcomes if o not in ("admitted", "refused")}, key=str)
-    after = provisioned_gb(pool_named(drv, pool_name))
-    summary = (f"{len(outcomes)} {workers} each created {size} GiB with room for {room} "
-               f"GiB: {admitted} admitted")
-    if admitted * size > room:
-        raise CheckFailed(f"{summary} = {admitted * size} GiB, past the cap by "
-                          f"{admitted * size - room} GiB")
-    if after - before > room + 0.005:
-        raise CheckFailed(f"{summary}, but provisioned_capacity_gb rose {before} -> {after}, "
-                          f"past the cap")
-    if admitted == 0:
-        raise CheckFailed(f"{summary}: every create was refused though a {size} GiB volume "
-                          f"fit" + (f" ({'; '.join(map(str, others))})" if others else ""))
-    return summary
-
-
-def _check_parallel_threads(ctx: CheckContext) -> str:
-    drv = ctx.driver()
-    pool = target_pool(drv)
-    workers = 8
-    size, room = _race_size(pool, workers)
-    names = [ctx.name("race") for _ in range(workers)]
-    for name in names:
+    def one(target: Target) -> str:
+        size, name = ctx.room_gb(drv, target) + 1, ctx.name("over")
         ctx.track_volume(drv, name)
-    outcomes: list[str | None] = [None] * workers
-    barrier = threading.Barrier(workers)
-
-    def create(index: int) -> None:
-        try:
-            barrier.wait(ctx.remaining_s())
-        except threading.BrokenBarrierError:
-            pass
-        try:
-            drv.create_volume(names[index], size, pool_name=pool["pool_name"])
-            outcomes[index] = "admitted"
-        except CapacityExceeded:
-            outcomes[index] = "refused"
-        except Exception as exc:  # any refusal counts; the cap is what is judged
-            outcomes[index] = f"{type(exc).__name__}: {exc}"
-
-    threads = [threading.Thread(target=create, args=(i,), daemon=True,
-                                name=f"driver-kit-race-{i}") for i in range(workers)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join(ctx.remaining_s())
-    if any(t.is_alive() for t in threads):
-        raise CheckError("parallel creates did not finish in time")
-    return _judge_race(ctx, drv, pool["pool_name"], provisioned_gb(pool), size, room, names,
-                       outcomes, "threads")
+        return _over_cap(ctx, drv, target, size, f"a {size} GiB create", lambda: drv.create_volume(
+            name, size, pool_name=target.pool_name, extra_specs=target.specs),
+            probe=("volume", name))
+    return each_target(ctx, drv, one)
 
 
-def _create_in_process(spec: Any, name: str, size_gb: int, pool_name: str, barrier: Any,
-                       results: Any, index: int, timeout_s: float) -> None:
-    """Child process body: rebuild the driver from its spec, wait for the others, create."""
-    logging.getLogger().addHandler(logging.NullHandler())  # refusals are expected here
-    try:
-        from driver_kit.compliance.runner import load_driver
-        drv = set_up(load_driver(spec)())
-        try:
-            barrier.wait(timeout_s)
-        except threading.BrokenBarrierError:
-            pass
-        try:
-            drv.create_volume(name, size_gb, pool_name=pool_name)
-            outcome = "admitted"
-        except CapacityExceeded:
-            outcome = "refused"
-    except BaseException as exc:  # reported to the parent, never raised in a child
-        outcome = f"{type(exc).__name__}: {exc}"
-    results.put((index, outcome))
-
-
-def _check_parallel_processes(ctx: CheckContext) -> str:
-    if ctx.spec is None:
-        raise CheckSkipped("no importable driver spec (module:Class + config file): child "
-                           "processes cannot rebuild the driver")
+def _check_extend_over_cap(ctx: CheckContext) -> str | None:
     drv = ctx.driver()
-    pool = target_pool(drv)
-    workers = 4
-    size, room = _race_size(pool, workers)
-    names = [ctx.name("proc") for _ in range(workers)]
-    for name in names:
-        ctx.track_volume(drv, name)
-    mp = multiprocessing.get_context("spawn")
-    barrier, results = mp.Barrier(workers), mp.Queue()
-    outcomes: list[str | None] = [None] * workers
-    procs = [mp.Process(target=_create_in_process, daemon=True, name=f"driver-kit-proc-{i}",
-                        args=(ctx.spec, names[i], size, pool["pool_name"], barrier, results,
-                              i, ctx.remaining_s() / 2)) for i in range(workers)]
+
+    def one(target: Target) -> str | None:
+        if ctx.room_gb(drv, target) < 1:
+            return None
+        volume = ctx.create(drv, 1, target)
+        size = ctx.room_gb(drv, target) + 2
+        while ctx.must_admit(drv, target, size, from_gb=1).admitted and size < 10 ** 6:
+            size += 1  # the volume's own allocation units count for it
+        return _over_cap(ctx, drv, target, size, f"an extend of a 1 GiB volume to {size} GiB",
+                         lambda: drv.extend_volume(volume, size), from_gb=1)
+    return each_target(ctx, drv, one)
+
+
+def _offers(attempt: Callable[[], Any]) -> bool:
+    """Whether ``attempt`` (a copy that fits) works: not when the driver or this pool or
+    type does not offer it."""
     try:
-        for proc in procs:
-            proc.start()
-        for _ in procs:
-            index, outcome = results.get(timeout=ctx.remaining_s())
-            outcomes[index] = outcome
-    except queue.Empty:
-        raise CheckError(f"only {workers - outcomes.count(None)} of {workers} processes "
-                         f"reported in time") from None
-    finally:
-        for proc in procs:
-            if proc.pid is not None:
-                proc.join(2.0)
-                if proc.is_alive():
-                    proc.kill()
-                    proc.join()
-            proc.close()
-        results.close()
-        results.join_thread()
-    return _judge_race(ctx, drv, pool["pool_name"], provisioned_gb(pool), size, room, names,
-                       outcomes, "processes")
+        attempt()
+    except (NotImplementedError, InvalidInput):
+        return False
+    return True
+
+
+def _second_one_past_cap(ctx: CheckContext, drv: Any, target: Target) -> int | None:
+    """A size whose volume fits now but whose snapshot (admitted at the volume's size)
+    no longer does, the cap recomputed in between; None when there is none."""
+    room, settings = ctx.room_gb(drv, target), expect.settings_of(drv)
+    report_pool, now = pool_named(drv, target.pool_name), ctx.expected(drv, target)
+    for size in sorted({room // 2 + 1, room * 2 // 3, room * 9 // 10, room}):
+        after = expect.advanced(now, settings, size_bytes=size * GiB, thin=target.thin)
+        if 1 <= size <= room and not expect.admission(
+                after, report_pool, size_bytes=size * GiB, thin=target.thin,
+                settings=settings).admitted:
+            return size
+    return None
+
+
+def _check_snapshot_over_cap(ctx: CheckContext) -> str:
+    drv = ctx.driver()
+
+    def one(target: Target) -> str | None:
+        if ctx.room_gb(drv, target) < 4 or not _offers(
+                lambda: ctx.snapshot(drv, ctx.create(drv, 1, target))):
+            return None
+        size = _second_one_past_cap(ctx, drv, target)
+        if size is None:
+            return f"{target}: no volume size fits once but not twice (auto): no refusal due"
+        volume = ctx.create(drv, size, target)
+        name = ctx.name("snap")
+        ctx.track_snapshot(drv, name)
+        return _over_cap(ctx, drv, target, size, f"a snapshot of a {size} GiB volume",
+                         lambda: drv.create_snapshot(name, volume), probe=("snapshot", name))
+    return each_target(ctx, drv, one)
+
+
+def _copies(ctx: CheckContext, drv: Any, source: str) -> list[tuple[str, Any]]:
+    """(what, how to copy ``source``'s data into a new volume ``name`` of ``size``) for
+    each copy the driver offers on ``source``'s pool and type."""
+    def track(name: str) -> str:
+        ctx.track_volume(drv, name)
+        return name
+    copies: list[tuple[str, Any]] = []
+    clone = (lambda name, size: drv.create_cloned_volume(name, source, size))
+    if _offers(lambda: clone(track(ctx.name("copy")), 1)):
+        copies.append(("a clone", clone))
+    try:
+        snap = ctx.snapshot(drv, source)
+    except (NotImplementedError, InvalidInput):
+        return copies
+    from_snap = (lambda name, size: drv.create_volume_from_snapshot(name, snap, size))
+    if _offers(lambda: from_snap(track(ctx.name("copy")), 1)):
+        copies.append(("a volume from a snapshot", from_snap))
+    return copies
+
+
+def _check_copy_over_cap(ctx: CheckContext) -> str:
+    drv = ctx.driver()
+    if not callable(getattr(drv, "create_cloned_volume", None)):
+        raise CheckSkipped(f"{type(drv).__name__} has no create_cloned_volume")
+
+    def one(target: Target) -> str | None:
+        if ctx.room_gb(drv, target) < 4:
+            return None
+        done = []
+        for what, copy in _copies(ctx, drv, ctx.create(drv, 1, target)):
+            size, name = ctx.room_gb(drv, target) + 1, ctx.name("copy")
+            ctx.track_volume(drv, name)
+            done.append(_over_cap(ctx, drv, target, size, f"{what} of {size} GiB",
+                                  lambda: copy(name, size), probe=("volume", name)))
+        return "; ".join(done) or None
+    return each_target(ctx, drv, one)
+
+
+def _check_fill_to_cap(ctx: CheckContext) -> str:
+    tour = ctx.tour()
+    if not tour.decisions:
+        raise CheckSkipped(f"the tour took no decision near a cap: {tour.summary()}")
+    over = [d for d in tour.decisions if d.admitted and not d.allowed]
+    if over:
+        raise CheckFailed(f"{over[0].label} was admitted past the cap the backend's figures "
+                          f"give:\n{over[0].why}" + (f" (and {len(over) - 1} more)"
+                                                      if len(over) > 1 else ""))
+    refused = sum(not d.admitted for d in tour.decisions)
+    return (f"{len(tour.decisions)} creates near the caps, {refused} refused at the cap; "
+            f"{tour.summary()}")
 
 
 CHECKS: tuple[Check, ...] = (
     behaviour("admission.create-over-cap",
-               "A create past the ratio cap is refused with CapacityExceeded, changing "
-               "nothing", f"{KILO}, LVM driver: create_volume checks so that 'over "
-               f"provisioning will not happen even when a request didn't go through the "
-               f"scheduler'", _check_create_over_cap),
+              "A create past the cap is refused with CapacityExceeded, changing nothing, "
+              "on every pool and type", f"{KILO}, LVM driver: create_volume checks so that "
+              f"'over provisioning will not happen even when a request didn't go through "
+              f"the scheduler'", _check_create_over_cap),
     behaviour("admission.extend-over-cap",
-               "An extend past the ratio cap is refused with CapacityExceeded, changing "
-               "nothing", f"{KILO}, LVM driver: the same check in extend_volume",
-               _check_extend_over_cap),
-    behaviour("admission.parallel-threads",
-               "Parallel creates (threads) near the cap never admit past it",
-               f"{KILO}, LVM driver: over provisioning 'will not happen'; the kit's "
-               f"per-backend admission lock", _check_parallel_threads),
-    behaviour("admission.parallel-processes",
-               "Parallel creates (processes) near the cap never admit past it",
-               f"{KILO}, LVM driver; the kit's inter-process admission lock",
-               _check_parallel_processes, severity="should"),
+              "An extend past the cap is refused with CapacityExceeded, changing nothing, "
+              "on every pool and type", f"{KILO}, LVM driver: the same check in "
+              f"extend_volume", _check_extend_over_cap),
+    behaviour("admission.snapshot-over-cap",
+              "A snapshot past the cap is refused with CapacityExceeded, changing nothing",
+              f"{KILO}, LVM driver; the kit admits a snapshot for its volume's size, as "
+              f"Cinder's scheduler does", _check_snapshot_over_cap),
+    behaviour("admission.copy-over-cap",
+              "A clone or a volume from a snapshot past the cap is refused, changing nothing",
+              f"{KILO}, LVM driver: every request that creates capacity is checked",
+              _check_copy_over_cap),
+    behaviour("admission.fill-to-cap",
+              "Reaching the cap with large then many small creates never passes it",
+              f"{KILO}, LVM driver: over provisioning 'will not happen'; the cap recomputed "
+              f"before every decision", _check_fill_to_cap),
 )

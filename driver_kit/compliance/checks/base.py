@@ -1,5 +1,6 @@
 """What every family of checks shares: the verdict exceptions, the catalogue entry, the
-context a check runs in, and helpers that read a driver's report."""
+context a check runs in (fresh drivers, names, clean-up, the truth hook), and helpers
+that read a driver's report."""
 
 from __future__ import annotations
 
@@ -10,12 +11,14 @@ import time
 from dataclasses import dataclass
 from typing import Any, Callable, Literal, Mapping
 
-from driver_kit import InvalidInput, calculate_virtual_free_capacity
-from driver_kit.compliance.hooks import ComplianceHooks
+from driver_kit import GiB
+from driver_kit.capacity import AdmissionDecision
+from driver_kit.compliance.checks import expect
+from driver_kit.compliance.hooks import BackendTruth, ComplianceHooks
 from driver_kit.stats import is_number
 
 __all__ = ["Check", "CheckContext", "CheckError", "CheckFailed", "CheckSkipped", "Severity",
-           "behaviour", "set_up"]
+           "Target", "behaviour", "set_up"]
 
 Severity = Literal["must", "should"]
 
@@ -23,6 +26,8 @@ KILO = "specs/000 Kilo over-subscription"
 QUEENS = "specs/001 Queens provisioning improvements"
 ZED = "specs/002 Zed capacity factors"
 PLACEMENT = "specs/003 Nova count usage from placement"
+#: the hooks a check needs to tell the truth from the report
+TRUTH = ("read_truth",)
 
 
 class CheckFailed(Exception):
@@ -37,10 +42,10 @@ class CheckError(Exception):
     """The check could not reach a verdict (the driver misbehaved in another way)."""
 
 
-
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Check:
-    """One catalogue entry: what is checked, which clause demands it, and how."""
+    """One catalogue entry: what is checked, which clause demands it, how, and which
+    hooks it needs (without them it is skipped; ``hooks.required`` fails instead)."""
 
     id: str
     title: str
@@ -49,6 +54,14 @@ class Check:
     kind: Literal["setup", "report", "behaviour"]
     run: Callable[["CheckContext"], str | None] | None = None
     violation_ids: tuple[str, ...] = ()
+    hooks: tuple[str, ...] = ()
+
+
+def behaviour(id_: str, title: str, clause: str, run: Callable[[CheckContext], Any], *,
+              hooks: tuple[str, ...] = TRUTH, severity: Severity = "must") -> Check:
+    """A catalogue entry for a check that drives a live driver."""
+    return Check(id=id_, title=title, clause=clause, severity=severity, kind="behaviour",
+                 run=run, hooks=hooks)
 
 
 def set_up(drv: Any) -> Any:
@@ -65,20 +78,42 @@ _OPERATIONS = ("create_volume", "delete_volume", "extend_volume", "create_snapsh
                "delete_snapshot", "get_volume_stats")
 
 
-class CheckContext:
-    """What one check may use: fresh drivers, unique names, the shared report, clean-up."""
+@dataclass(frozen=True, slots=True)
+class Target:
+    """A pool and one provisioning type its report declares: where a check acts."""
 
-    def __init__(self, *, factory: Callable[[], Any], hooks: ComplianceHooks,
-                 spec: Any, prefix: str, counter: itertools.count, deadline: float,
-                 shared_report: Callable[[], dict[str, Any]], notes: dict[str, Any]) -> None:
+    pool_name: str
+    thin: bool
+
+    @property
+    def specs(self) -> dict[str, str]:
+        """The extra specs that ask for this provisioning type."""
+        return {"provisioning:type": "thin" if self.thin else "thick"}
+
+    def __str__(self) -> str:
+        return f"pool {self.pool_name!r} ({'thin' if self.thin else 'thick'})"
+
+
+class CheckContext:
+    """What one check may use: fresh drivers, unique names, the shared report and tour,
+    the vendor's hooks, clean-up."""
+
+    def __init__(self, *, factory: Callable[[], Any], hooks: ComplianceHooks, spec: Any,
+                 prefix: str, counter: itertools.count, deadline: float,
+                 shared: Mapping[str, Callable[[], Any]], notes: dict[str, Any],
+                 scale: int = 64, build: Callable[[Any], Callable[[], Any]] | None = None,
+                 ) -> None:
         self.hooks = hooks
         self.spec = spec
+        #: makes a driver factory from ``spec`` (importable, so another process can too)
+        self.build = build
         self.notes = notes
         self.deadline = deadline
+        self.scale = scale
         self._factory = factory
         self._prefix = prefix
         self._counter = counter
-        self._shared_report = shared_report
+        self._shared = shared
         self._pending: dict[tuple[str, str], tuple[str, Callable[[], Any]]] = {}
         self._lock = threading.Lock()
 
@@ -94,7 +129,11 @@ class CheckContext:
 
     def report(self) -> dict[str, Any]:
         """The run's one ``get_volume_stats(refresh=True)`` dict, taken once."""
-        return self._shared_report()
+        return self._shared["report"]()
+
+    def tour(self) -> Any:
+        """The run's one tour of states (``checks.tour.Tour``), walked once."""
+        return self._shared["tour"]()
 
     def remaining_s(self) -> float:
         """Seconds left before the runner gives up on this check, minus a margin."""
@@ -103,6 +142,49 @@ class CheckContext:
     def name(self, tag: str) -> str:
         """A volume or snapshot name unique to this run."""
         return f"{self._prefix}-{tag}{next(self._counter)}"
+
+    # ------------------------------------------------------------ the truth
+    def truth(self, drv: Any) -> BackendTruth:
+        """What the backend says now, through the vendor's ``read_truth`` hook."""
+        try:
+            truth = self.hooks.read_truth(drv)
+        except Exception as exc:
+            raise CheckError(f"the read_truth hook raised {type(exc).__name__}: {exc}") \
+                from None
+        if not isinstance(truth, BackendTruth):
+            raise CheckError(f"the read_truth hook returned {truth!r}, not a BackendTruth")
+        return truth
+
+    def expected(self, drv: Any, target: Target,
+                 truth: BackendTruth | None = None) -> expect.Expected:
+        """What the report of ``target``'s pool must say now."""
+        found = expect.expected_pool(truth or self.truth(drv), target.pool_name,
+                                     expect.settings_of(drv), thin=target.thin)
+        if found is None:
+            raise CheckError(f"the truth hook knows no pool {target.pool_name!r}")
+        return found
+
+    def room_gb(self, drv: Any, target: Target, truth: BackendTruth | None = None) -> int:
+        """The largest whole-GiB request admission must accept on ``target`` now."""
+        try:
+            return expect.room_gb(self.expected(drv, target, truth),
+                                  pool_named(drv, target.pool_name), thin=target.thin,
+                                  settings=expect.settings_of(drv))
+        except LookupError as exc:
+            raise CheckError(f"cannot tell how much room {target} has: {exc}") from None
+
+    def must_admit(self, drv: Any, target: Target, size_gb: int,
+                   truth: BackendTruth | None = None, *, from_gb: int = 0,
+                   ) -> AdmissionDecision:
+        """The decision admission must take now on a ``size_gb`` volume on ``target``
+        (or on growing one from ``from_gb``)."""
+        try:
+            return expect.admission(self.expected(drv, target, truth),
+                                    pool_named(drv, target.pool_name),
+                                    size_bytes=size_gb * GiB, from_bytes=from_gb * GiB,
+                                    thin=target.thin, settings=expect.settings_of(drv))
+        except LookupError as exc:
+            raise CheckError(f"cannot tell how much room {target} has: {exc}") from None
 
     # ------------------------------------------------------------ clean-up
     def defer(self, key: tuple[str, str], what: str, undo: Callable[[], Any]) -> None:
@@ -118,16 +200,45 @@ class CheckContext:
     def track_volume(self, drv: Any, name: str) -> None:
         self.defer(("volume", name), f"volume {name}", lambda: drv.delete_volume(name))
 
-    def create(self, drv: Any, size_gb: int, pool_name: str, tag: str = "vol") -> str:
-        """Create a tracked volume and return its name."""
+    def track_snapshot(self, drv: Any, name: str) -> None:
+        self.defer(("snapshot", name), f"snapshot {name}", lambda: drv.delete_snapshot(name))
+
+    def create(self, drv: Any, size_gb: int, target: Target, tag: str = "vol") -> str:
+        """Create a tracked volume on ``target`` and return its name."""
         name = self.name(tag)
         self.track_volume(drv, name)
-        drv.create_volume(name, size_gb, pool_name=pool_name)
+        drv.create_volume(name, size_gb, pool_name=target.pool_name, extra_specs=target.specs)
         return name
 
     def delete(self, drv: Any, name: str) -> None:
         drv.delete_volume(name)
         self.done(("volume", name))
+
+    def snapshot(self, drv: Any, volume: str) -> str:
+        """Snapshot ``volume`` (tracked); NotImplementedError when the driver cannot."""
+        name = self.name("snap")
+        self.track_snapshot(drv, name)
+        try:
+            drv.create_snapshot(name, volume)
+        except NotImplementedError:
+            self.done(("snapshot", name))
+            raise
+        return name
+
+    def out_of_band(self, drv: Any, size_gb: int, pool_name: str) -> str:
+        """A volume made on ``pool_name`` through the hook, behind the driver (tracked)."""
+        hooks, name = self.hooks, self.name("oob")
+        undo = (lambda: hooks.delete_out_of_band(drv, name)) if hooks.delete_out_of_band \
+            else (lambda: drv.delete_volume(name))
+        self.defer(("oob", name), f"out-of-band volume {name}", undo)
+        hooks.create_out_of_band(drv, name, size_gb, pool_name)
+        return name
+
+    def remove_out_of_band(self, name: str) -> None:
+        """Undo ``out_of_band`` now."""
+        with self._lock:
+            _, undo = self._pending.pop(("oob", name))
+        undo()
 
     def cleanup(self) -> list[str]:
         """Undo everything still registered; return what could not be undone."""
@@ -143,15 +254,6 @@ class CheckContext:
                 problems.append(f"could not clean up {what}: {type(exc).__name__}: {exc}")
 
 
-
-
-def behaviour(id_: str, title: str, clause: str, run: Callable[[CheckContext], Any],
-              severity: Severity = "must") -> Check:
-    """A catalogue entry for a check that drives a live driver."""
-    return Check(id=id_, title=title, clause=clause, severity=severity, kind="behaviour",
-                 run=run)
-
-
 # ---------------------------------------------------------------- report helpers
 
 def number(value: Any) -> bool:
@@ -159,6 +261,7 @@ def number(value: Any) -> bool:
 
 
 def report_pools(drv: Any) -> list[dict[str, Any]]:
+    """The pools of a fresh report (``refresh=True``)."""
     report = drv.get_volume_stats(refresh=True)
     pools = report.get("pools") if isinstance(report, dict) else None
     if not isinstance(pools, list) or not pools or \
@@ -167,17 +270,33 @@ def report_pools(drv: Any) -> list[dict[str, Any]]:
     return pools
 
 
-def target_pool(drv: Any) -> dict[str, Any]:
-    """The pool a default create lands on: the first up thin pool, else the first up pool."""
+def up_pools(drv: Any) -> list[dict[str, Any]]:
+    """The pools of a fresh report that are up (CheckError when none is)."""
     pools = report_pools(drv)
     up = [p for p in pools if p.get("backend_state", "up") == "up"]
     if not up:
         reasons = "; ".join(str(p.get("down_reason", "no reason given")) for p in pools)
         raise CheckError(f"no pool is up on a freshly set-up driver: {reasons}")
-    return ([p for p in up if p.get("thin_provisioning_support") is True] or up)[0]
+    return up
+
+
+def targets(drv: Any) -> list[Target]:
+    """Every up pool with every provisioning type its report declares (thin first)."""
+    return [Target(str(pool.get("pool_name")), thin) for pool in up_pools(drv)
+            for thin in (True, False)
+            if pool.get(f"{'thin' if thin else 'thick'}_provisioning_support") is True]
+
+
+def first_target(drv: Any) -> Target:
+    """Where a default create lands: the first up thin pool, else the first up pool."""
+    found = targets(drv)
+    if not found:
+        raise CheckError("no up pool declares thin or thick provisioning")
+    return ([t for t in found if t.thin] or found)[0]
 
 
 def pool_named(drv: Any, pool_name: str) -> dict[str, Any]:
+    """The pool ``pool_name`` of a fresh report."""
     for pool in report_pools(drv):
         if pool.get("pool_name") == pool_name:
             return pool
@@ -196,38 +315,6 @@ def total_provisioned_gb(drv: Any) -> float:
     return sum(provisioned_gb(p) for p in report_pools(drv))
 
 
-def cumulative_room_gb(pool: Mapping[str, Any]) -> int:
-    """Whole GiB all new volumes together may take: the report's virtual free capacity.
-
-    Taken from the pool's capacity factors, or computed from its numbers with the
-    kit's public Cinder-exact function when it reports none.
-    """
-    thin = pool.get("thin_provisioning_support") is True
-    kind = "thin" if thin else "thick"
-    for factors in pool.get("capacity_factors") or ():
-        if isinstance(factors, dict) and factors.get("provisioned_type") == kind \
-                and number(factors.get("virtual_free_capacity")):
-            return max(0, math.floor(factors["virtual_free_capacity"]))
-    try:
-        free = calculate_virtual_free_capacity(
-            pool["total_capacity_gb"], pool["free_capacity_gb"],
-            pool["provisioned_capacity_gb"], thin,
-            pool["max_over_subscription_ratio"] if thin else 1.0,
-            pool["reserved_percentage"], thin)
-    except (InvalidInput, KeyError, TypeError) as exc:
-        raise CheckError(f"cannot tell how much room pool {pool.get('pool_name')!r} "
-                         f"has: {exc}") from None
-    return max(0, math.floor(free))
-
-
-def room_gb(pool: Mapping[str, Any]) -> int:
-    """The largest single volume the report says fits now (``max_volume_size_gb``)."""
-    largest = pool.get("max_volume_size_gb")
-    if isinstance(largest, int) and not isinstance(largest, bool) and largest >= 0:
-        return largest
-    return cumulative_room_gb(pool)
-
-
 def same(a: float, b: float) -> bool:
+    """Equal to the report's precision (2 decimals)."""
     return abs(a - b) < 0.005
-

@@ -1,22 +1,121 @@
-"""Operations: the documented contract of create, delete and extend on bad requests."""
+"""Operations: each one does what was asked, read back through the truth hook (create,
+extend, clone and volume from a snapshot at the requested size, in the requested pool
+and provisioning type), and the documented contract on bad requests."""
 
 from __future__ import annotations
 
-from driver_kit import AlreadyExists, InvalidSize
+from typing import Any, Callable
+
+from driver_kit import AlreadyExists, GiB, InvalidInput, InvalidSize
 from driver_kit.compliance.checks.admission import refusal
-from driver_kit.compliance.checks.base import (Check, CheckContext, CheckError, CheckFailed,
-                                               behaviour, pool_named, room_gb, same,
-                                               target_pool, total_provisioned_gb)
+from driver_kit.compliance.checks.base import (QUEENS, Check, CheckContext, CheckFailed,
+                                               CheckSkipped, Target, behaviour, first_target,
+                                               same, targets, total_provisioned_gb)
+from driver_kit.compliance.checks.provisioned import allocated, moved_by
+
+__all__ = ["CHECKS"]
+
+
+def _read_back(ctx: CheckContext, drv: Any, name: str, target: Target, size_gb: int,
+               what: str) -> None:
+    """Volume ``name`` must be on the backend as asked: pool, type, size (whole units)."""
+    found = ctx.truth(drv).volume(name)
+    pool = ctx.truth(drv).pool(target.pool_name)
+    wanted = size_gb * GiB
+    largest = pool.allocated_bytes(wanted) if pool is not None else wanted
+    if found is None:
+        raise CheckFailed(f"after {what} the backend has no volume {name!r}")
+    problems = []
+    if found.pool_name != target.pool_name:
+        problems.append(f"it is on pool {found.pool_name!r}")
+    if found.thin != target.thin:
+        problems.append(f"it is {'thin' if found.thin else 'thick'}")
+    if not wanted <= found.size_bytes <= largest:
+        problems.append(f"it has {found.size_bytes / GiB:g} GiB")
+    if found.snapshot_of is not None:
+        problems.append(f"it is a snapshot of {found.snapshot_of!r}")
+    if problems:
+        raise CheckFailed(f"after {what} on {target}, the backend says of {name!r}: "
+                          f"{', '.join(problems)}; asked: {size_gb} GiB, "
+                          f"{'thin' if target.thin else 'thick'}, on {target.pool_name!r}")
+
+
+def _check_create_readback(ctx: CheckContext) -> str:
+    drv = ctx.driver()
+    done = []
+    for target in targets(drv):
+        size = min(2, ctx.room_gb(drv, target))
+        if size >= 1:
+            volume = ctx.create(drv, size, target)
+            _read_back(ctx, drv, volume, target, size, f"a {size} GiB create")
+            done.append(f"{target}: {size} GiB")
+    if not done:
+        raise CheckSkipped("no pool has room for a 1 GiB volume")
+    return "; ".join(done)
+
+
+def _check_extend_readback(ctx: CheckContext) -> str:
+    drv = ctx.driver()
+    done = []
+    for target in targets(drv):
+        if ctx.room_gb(drv, target) < 3:
+            continue
+        volume = ctx.create(drv, 1, target)
+        moved_by(ctx, drv, target.pool_name, lambda: drv.extend_volume(volume, 3),
+                 allocated(target.pool_name, 3, 1), f"an extend from 1 to 3 GiB on "
+                 f"{target}")
+        _read_back(ctx, drv, volume, target, 3, "an extend from 1 to 3 GiB")
+        done.append(f"{target}: 1 -> 3 GiB")
+    if not done:
+        raise CheckSkipped("no pool has room for 3 GiB")
+    return "; ".join(done)
+
+
+def _copy_one(ctx: CheckContext, drv: Any, target: Target, what: str, size_gb: int,
+              copy: Callable[[str], Any]) -> str | None:
+    name = ctx.name("copy")
+    ctx.track_volume(drv, name)
+    try:
+        moved_by(ctx, drv, target.pool_name, lambda: copy(name),
+                 allocated(target.pool_name, size_gb), f"{what} on {target}")
+    except (NotImplementedError, InvalidInput):
+        ctx.done(("volume", name))
+        return None  # not offered for this pool or type
+    _read_back(ctx, drv, name, target, size_gb, what)
+    return f"{what} on {target}"
+
+
+def _check_copy_readback(ctx: CheckContext) -> str:
+    drv = ctx.driver()
+    if not callable(getattr(drv, "create_cloned_volume", None)):
+        raise CheckSkipped(f"{type(drv).__name__} has no create_cloned_volume")
+    done = []
+    for target in targets(drv):
+        if ctx.room_gb(drv, target) < 6:
+            continue
+        source = ctx.create(drv, 1, target)
+        done.append(_copy_one(ctx, drv, target, "a 3 GiB clone of a 1 GiB volume", 3,
+                              lambda name: drv.create_cloned_volume(name, source, 3)))
+        try:
+            snap = ctx.snapshot(drv, source)
+        except (NotImplementedError, InvalidInput):
+            continue
+        done.append(_copy_one(ctx, drv, target, "a 2 GiB volume from a snapshot of 1 GiB",
+                              2, lambda name: drv.create_volume_from_snapshot(name, snap, 2)))
+    done = [d for d in done if d]
+    if not done:
+        raise CheckSkipped("the driver offers neither clones nor volumes from snapshots")
+    return "; ".join(done)
 
 
 def _check_create_existing(ctx: CheckContext) -> str:
     drv = ctx.driver()
-    pool_name = target_pool(drv)["pool_name"]
-    volume = ctx.create(drv, 1, pool_name)
-    return refusal(ctx, drv, pool_named(drv, pool_name),
-                    f"a second create of the existing volume {volume!r}",
-                    lambda: drv.create_volume(volume, 2, pool_name=pool_name), AlreadyExists,
-                    "documented: it raises driver_kit.AlreadyExists and changes nothing")
+    target = first_target(drv)
+    volume = ctx.create(drv, 1, target)
+    return refusal(ctx, drv, f"a second create of the existing volume {volume!r}",
+                   lambda: drv.create_volume(volume, 2, pool_name=target.pool_name,
+                                             extra_specs=target.specs), AlreadyExists,
+                   "documented: it raises driver_kit.AlreadyExists and changes nothing")
 
 
 def _check_delete_missing(ctx: CheckContext) -> str:
@@ -38,26 +137,35 @@ def _check_delete_missing(ctx: CheckContext) -> str:
 
 def _check_extend_smaller(ctx: CheckContext) -> str:
     drv = ctx.driver()
-    pool = target_pool(drv)
-    if room_gb(pool) < 2:
-        raise CheckError(f"pool {pool['pool_name']!r} has no room for a 2 GiB volume")
-    volume = ctx.create(drv, 2, pool["pool_name"])
-    return refusal(ctx, drv, pool_named(drv, pool["pool_name"]),
-                    "an extend of a 2 GiB volume to 1 GiB",
-                    lambda: drv.extend_volume(volume, 1), InvalidSize,
-                    "documented: it raises driver_kit.InvalidSize and changes nothing")
+    target = first_target(drv)
+    if ctx.room_gb(drv, target) < 2:
+        raise CheckSkipped(f"{target} has no room for a 2 GiB volume")
+    volume = ctx.create(drv, 2, target)
+    return refusal(ctx, drv, "an extend of a 2 GiB volume to 1 GiB",
+                   lambda: drv.extend_volume(volume, 1), InvalidSize,
+                   "documented: it raises driver_kit.InvalidSize and changes nothing")
 
 
 CHECKS: tuple[Check, ...] = (
+    behaviour("ops.create-readback", "A create makes the volume asked for (pool, type, "
+              "size), on every pool and type", f"{QUEENS}, Provisioning support: "
+              f"provisioning:type chooses thin or thick", _check_create_readback),
+    behaviour("ops.extend-readback", "An extend grows the volume to the new size, and "
+              "provisioned by exactly the difference", f"{QUEENS}, Provisioned capacity; "
+              f"Cinder's extend_volume(volume, new_size)", _check_extend_readback),
+    behaviour("ops.copy-readback", "Clones and volumes from snapshots have the requested "
+              "size, in their source's pool", f"{QUEENS}, Provisioned capacity; Cinder's "
+              f"create_cloned_volume and create_volume_from_snapshot (volume.size)",
+              _check_copy_readback),
     behaviour("ops.create-existing",
-               "Creating an existing name raises AlreadyExists and changes nothing",
-               "driver_kit API: VolumeDriver.create_volume is not idempotent (documented "
-               "contract)", _check_create_existing),
+              "Creating an existing name raises AlreadyExists and changes nothing",
+              "driver_kit API: VolumeDriver.create_volume is not idempotent (documented "
+              "contract)", _check_create_existing),
     behaviour("ops.delete-missing", "Deleting a missing volume succeeds (idempotent)",
-               "driver_kit API: VolumeDriver.delete_volume is idempotent (documented "
-               "contract)", _check_delete_missing),
+              "driver_kit API: VolumeDriver.delete_volume is idempotent (documented "
+              "contract)", _check_delete_missing, hooks=()),
     behaviour("ops.extend-smaller",
-               "Extending to a smaller size raises InvalidSize and changes nothing",
-               "driver_kit API: VolumeDriver.extend_volume needs a larger size (documented "
-               "contract)", _check_extend_smaller),
+              "Extending to a smaller size raises InvalidSize and changes nothing",
+              "driver_kit API: VolumeDriver.extend_volume needs a larger size (documented "
+              "contract)", _check_extend_smaller),
 )

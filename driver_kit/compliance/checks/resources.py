@@ -9,20 +9,20 @@ from typing import Any, Callable
 
 import psutil
 
-from driver_kit.compliance.checks.base import (Check, CheckContext, CheckFailed, behaviour,
-                                               target_pool)
+from driver_kit.compliance.checks.base import (Check, CheckContext, CheckFailed, Target,
+                                               behaviour, first_target)
 
 
 _CYCLES = 2
 
 
-def _exercise(ctx: CheckContext, drv: Any, pool_name: str) -> Callable[[], None]:
+def _exercise(ctx: CheckContext, drv: Any, target: Target) -> Callable[[], None]:
     """One round of every operation, within 2 GiB of room (snapshots are admitted for
     their volume's size); the first round finds out whether snapshots work."""
     snapshots: list[bool] = []
 
     def cycle() -> None:
-        volume = ctx.create(drv, 1, pool_name, tag="cyc")
+        volume = ctx.create(drv, 1, target, tag="cyc")
         drv.get_volume_stats(refresh=True)
         if not snapshots or snapshots[0]:
             snap = ctx.name("cycsnap")
@@ -42,7 +42,7 @@ def _exercise(ctx: CheckContext, drv: Any, pool_name: str) -> Callable[[], None]
 
 def _check_no_fd_leak(ctx: CheckContext) -> str:
     drv = ctx.driver()
-    cycle = _exercise(ctx, drv, target_pool(drv)["pool_name"])
+    cycle = _exercise(ctx, drv, first_target(drv))
     me = psutil.Process()
     cycle()  # warm-up: lazy imports, caches, lock files
     gc.collect()
@@ -74,7 +74,7 @@ def _live_children(me: psutil.Process, known: set[int]) -> list[str]:
 
 def _check_no_child_leak(ctx: CheckContext) -> str:
     drv = ctx.driver()
-    cycle = _exercise(ctx, drv, target_pool(drv)["pool_name"])
+    cycle = _exercise(ctx, drv, first_target(drv))
     me = psutil.Process()
     cycle()
     known = {p.pid for p in me.children(recursive=True)}
@@ -92,8 +92,8 @@ def _check_no_child_leak(ctx: CheckContext) -> str:
 CHECKS: tuple[Check, ...] = (
     behaviour("resources.no-fd-leak", "No file descriptors leaked across operations",
                "harness: a volume service runs for months (no spec clause; psutil)",
-               _check_no_fd_leak),
+               _check_no_fd_leak, hooks=()),
     behaviour("resources.no-child-leak", "No child processes leaked across operations",
                "harness: a volume service runs for months (no spec clause; psutil)",
-               _check_no_child_leak),
+               _check_no_child_leak, hooks=()),
 )
