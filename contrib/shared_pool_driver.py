@@ -215,9 +215,6 @@ class SharedPoolDriver(VolumeDriver):
     def backend_find_volume(self, name: str) -> VolumeInfo | None:
         return self._find(name, snapshot=False)
 
-    def backend_find_snapshot(self, name: str) -> VolumeInfo | None:
-        return self._find(name, snapshot=True)
-
     # ------------------------------------------------------------ operations
     def backend_create_volume(self, name: str, size_gb: int, *, pool_name: str,
                               thin: bool) -> None:
@@ -236,6 +233,9 @@ class SharedPoolDriver(VolumeDriver):
         # but takes no space until written
         self.array.create(name, pool=volume.pool_name, size_bytes=volume.size_gb * GiB,
                           thin=volume.thin, snapshot_of=volume.name)
+
+    def backend_find_snapshot(self, name: str) -> VolumeInfo | None:
+        return self._find(name, snapshot=True)
 
     def backend_delete_snapshot(self, name: str) -> None:
         if self.backend_find_snapshot(name) is None:

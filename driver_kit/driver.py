@@ -235,7 +235,7 @@ class VolumeDriver(abc.ABC):
                 box["error"] = exc
             finally:
                 done.set()
-        threading.Thread(target=read, daemon=True, name="driver-kit-stats-read").start()
+        threading.Thread(target=read, daemon=True, name="stats-read").start()
         timeout_s = self.configuration.stats_timeout
         if not done.wait(timeout_s):
             raise BackendTimeout(f"the backend did not answer within stats_timeout = "

@@ -427,7 +427,8 @@ class Runner:
         return {name: {"present": present, "required": name in REQUIRED_HOOKS,
                        "found_in": self._hooks_origin.get(name, "given to the run")
                        if present else None,
-                       "enables": [c.id for c in CATALOGUE if name in c.hooks]}
+                       "enables": [c.id for c in CATALOGUE
+                                   if name in c.hooks + c.optional_hooks]}
                 for name, present in self.hooks.available().items()}
 
 

@@ -60,7 +60,10 @@ def test_check_command_writes_table_json_and_junit(tmp_path, capsys):
     assert truth["present"] and truth["required"] and "truth.free" in truth["enables"]
     assert truth["found_in"] == "contrib.sparse_file_driver.SparseFileDriver"
     assert profile["hooks"]["backend_calls"] == {
-        "present": False, "required": False, "found_in": None, "enables": []}
+        "present": False, "required": False, "found_in": None,
+        "enables": ["stats.refresh-cached"]}
+    assert "hooks: read_truth, create_out_of_band," in table
+    assert "; missing backend_calls: stats.refresh-cached" in table
 
     suite = ET.parse(out_xml).getroot().find("testsuite")
     assert suite.get("tests") == str(len(IDS)) and suite.get("failures") == "0"
@@ -110,6 +113,8 @@ def test_check_command_usage_errors(capsys):
     assert main_check(["--only", "no.such-check"]) == 2
     assert "no check matches 'no.such-check'" in capsys.readouterr().err
     assert main_check(["--timeout", "soon"]) == 2
+    assert main_check(["--scale", "0"]) == 2
+    assert "scale must be a whole number of volumes >= 1" in capsys.readouterr().err
 
 
 def test_check_command_defaults_to_the_lvm_simulator(capsys):

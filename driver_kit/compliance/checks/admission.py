@@ -15,9 +15,9 @@ from driver_kit import CapacityExceeded, GiB, InvalidInput
 from driver_kit.compliance.checks import expect
 from driver_kit.compliance.checks.base import (KILO, Check, CheckContext, CheckError,
                                                CheckFailed, CheckSkipped, Target, behaviour,
-                                               pool_named, report_pools, targets)
+                                               each_target, pool_named, report_pools)
 
-__all__ = ["CHECKS", "each_target", "refusal"]
+__all__ = ["CHECKS", "refusal"]
 
 _OVER_CAP = "it must be refused with driver_kit.CapacityExceeded and the breakdown"
 
@@ -67,22 +67,6 @@ def _over_cap(ctx: CheckContext, drv: Any, target: Target, size_gb: int, what: s
                          f"refusal:\n{decision.explain()}")
     return refusal(ctx, drv, f"{what} on {target}, past the cap", attempt, CapacityExceeded,
                    _OVER_CAP, probe=probe)
-
-
-def each_target(ctx: CheckContext, drv: Any, one: Callable[[Target], str | None]) -> str:
-    """``one`` on every target, each starting from a clean backend (pools sharing capacity
-    would otherwise see each other's volumes); their notes, or CheckSkipped if none."""
-    done = []
-    for target in targets(drv):
-        note = one(target)
-        problems = ctx.cleanup()
-        if problems:
-            raise CheckError("; ".join(problems))
-        if note:
-            done.append(note)
-    if not done:
-        raise CheckSkipped("no pool offers this operation with room to test it")
-    return "; ".join(done)
 
 
 def _check_create_over_cap(ctx: CheckContext) -> str:

@@ -55,13 +55,16 @@ class Check:
     run: Callable[["CheckContext"], str | None] | None = None
     violation_ids: tuple[str, ...] = ()
     hooks: tuple[str, ...] = ()
+    #: hooks the check uses when they are given (it runs without them)
+    optional_hooks: tuple[str, ...] = ()
 
 
 def behaviour(id_: str, title: str, clause: str, run: Callable[[CheckContext], Any], *,
-              hooks: tuple[str, ...] = TRUTH, severity: Severity = "must") -> Check:
+              hooks: tuple[str, ...] = TRUTH, optional_hooks: tuple[str, ...] = (),
+              severity: Severity = "must") -> Check:
     """A catalogue entry for a check that drives a live driver."""
     return Check(id=id_, title=title, clause=clause, severity=severity, kind="behaviour",
-                 run=run, hooks=hooks)
+                 run=run, hooks=hooks, optional_hooks=optional_hooks)
 
 
 def set_up(drv: Any) -> Any:
@@ -285,6 +288,22 @@ def targets(drv: Any) -> list[Target]:
     return [Target(str(pool.get("pool_name")), thin) for pool in up_pools(drv)
             for thin in (True, False)
             if pool.get(f"{'thin' if thin else 'thick'}_provisioning_support") is True]
+
+
+def each_target(ctx: CheckContext, drv: Any, one: Callable[[Target], str | None]) -> str:
+    """``one`` on every target, each starting from a clean backend (pools sharing capacity
+    would otherwise see each other's volumes); their notes, or CheckSkipped if none."""
+    done = []
+    for target in targets(drv):
+        note = one(target)
+        problems = ctx.cleanup()
+        if problems:
+            raise CheckError("; ".join(problems))
+        if note:
+            done.append(note)
+    if not done:
+        raise CheckSkipped("no pool offers this operation with room to test it")
+    return "; ".join(done)
 
 
 def first_target(drv: Any) -> Target:

@@ -87,7 +87,7 @@ def _check_slow_backend(ctx: CheckContext) -> str:
     if dataclasses.is_dataclass(conf):  # a short timeout keeps the check short
         drv.configuration = dataclasses.replace(conf, stats_timeout=SHORT_STATS_TIMEOUT_S)
     timeout = drv.configuration.stats_timeout
-    delay = max(1.0, 4 * timeout)
+    delay = 3 * timeout
     return _break_then_repair(
         ctx, drv, lambda: ctx.hooks.slow_backend(drv, delay),
         f"with every backend read {delay:g} s slower than stats_timeout = {timeout:g} s",

@@ -18,10 +18,9 @@ from typing import Any, Callable
 
 from driver_kit import CapacityExceeded, GiB
 from driver_kit.compliance.checks import expect
-from driver_kit.compliance.checks.admission import each_target
 from driver_kit.compliance.checks.base import (KILO, Check, CheckContext, CheckError,
                                                CheckFailed, CheckSkipped, Target, behaviour,
-                                               pool_named, set_up)
+                                               each_target, pool_named, set_up)
 
 __all__ = ["CHECKS"]
 

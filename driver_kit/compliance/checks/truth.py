@@ -195,7 +195,8 @@ HOOK_CHECKS: tuple[Check, ...] = (
     behaviour("hooks.independent", "The truth and out-of-band hooks do not go through "
               "the driver", f"harness: {KILO}, Terminology (volumes created 'directly, "
               f"without using Cinder')", _check_hooks_independent,
-              hooks=("read_truth", "create_out_of_band", "resize_out_of_band")),
+              hooks=("read_truth", "create_out_of_band", "resize_out_of_band"),
+              optional_hooks=("delete_out_of_band",)),
 )
 
 CHECKS: tuple[Check, ...] = (
