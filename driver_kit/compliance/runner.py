@@ -124,7 +124,6 @@ def load_driver(spec: DriverSpec) -> Callable[[], VolumeDriver]:
                          overrides=dict(spec.overrides) or None)
         except DriverKitError as exc:
             raise LoadError(str(exc)) from exc
-    factory.spec = spec  # type: ignore[attr-defined]  # its module's hooks apply
     return factory
 
 

@@ -14,8 +14,8 @@ from typing import Any, Callable
 from driver_kit import CapacityExceeded, GiB, InvalidInput
 from driver_kit.compliance.checks import expect
 from driver_kit.compliance.checks.base import (KILO, Check, CheckContext, CheckError,
-                                               CheckFailed, CheckSkipped, Target, behaviour,
-                                               each_target, pool_named, report_pools)
+                                               CheckFailed, CheckSkipped, LatePool, Target,
+                                               behaviour, each_target, report_pools)
 
 __all__ = ["CHECKS", "refusal"]
 
@@ -96,11 +96,12 @@ def _check_extend_over_cap(ctx: CheckContext) -> str | None:
     return each_target(ctx, drv, one)
 
 
-def _offers(attempt: Callable[[], Any]) -> bool:
+def _offers(ctx: CheckContext, attempt: Callable[[], Any]) -> bool:
     """Whether ``attempt`` (a copy that fits) works: not when the driver or this pool or
-    type does not offer it."""
+    type does not offer it. What it made is removed at once, to leave the room."""
     try:
-        attempt()
+        with ctx.scoped():
+            attempt()
     except (NotImplementedError, InvalidInput):
         return False
     return True
@@ -110,7 +111,7 @@ def _second_one_past_cap(ctx: CheckContext, drv: Any, target: Target) -> int | N
     """A size whose volume fits now but whose snapshot (admitted at the volume's size)
     no longer does, the cap recomputed in between; None when there is none."""
     room, settings = ctx.room_gb(drv, target), expect.settings_of(drv)
-    report_pool, now = pool_named(drv, target.pool_name), ctx.expected(drv, target)
+    report_pool, now = LatePool(drv, target.pool_name), ctx.expected(drv, target)
     for size in sorted({room // 2 + 1, room * 2 // 3, room * 9 // 10, room}):
         after = expect.advanced(now, settings, size_bytes=size * GiB, thin=target.thin)
         if 1 <= size <= room and not expect.admission(
@@ -124,8 +125,8 @@ def _check_snapshot_over_cap(ctx: CheckContext) -> str:
     drv = ctx.driver()
 
     def one(target: Target) -> str | None:
-        if ctx.room_gb(drv, target) < 4 or not _offers(
-                lambda: ctx.snapshot(drv, ctx.create(drv, 1, target))):
+        if ctx.room_gb(drv, target) < 2 or not _offers(
+                ctx, lambda: ctx.snapshot(drv, ctx.create(drv, 1, target))):
             return None
         size = _second_one_past_cap(ctx, drv, target)
         if size is None:
@@ -141,19 +142,19 @@ def _check_snapshot_over_cap(ctx: CheckContext) -> str:
 def _copies(ctx: CheckContext, drv: Any, source: str) -> list[tuple[str, Any]]:
     """(what, how to copy ``source``'s data into a new volume ``name`` of ``size``) for
     each copy the driver offers on ``source``'s pool and type."""
-    def track(name: str) -> str:
-        ctx.track_volume(drv, name)
-        return name
+    def probe(copy: Callable[[str, int], Any]) -> Callable[[], Any]:
+        name = ctx.name("copy")
+        return lambda: (ctx.track_volume(drv, name), copy(name, 1))
     copies: list[tuple[str, Any]] = []
     clone = (lambda name, size: drv.create_cloned_volume(name, source, size))
-    if _offers(lambda: clone(track(ctx.name("copy")), 1)):
+    if _offers(ctx, probe(clone)):
         copies.append(("a clone", clone))
     try:
         snap = ctx.snapshot(drv, source)
     except (NotImplementedError, InvalidInput):
         return copies
     from_snap = (lambda name, size: drv.create_volume_from_snapshot(name, snap, size))
-    if _offers(lambda: from_snap(track(ctx.name("copy")), 1)):
+    if _offers(ctx, probe(from_snap)):
         copies.append(("a volume from a snapshot", from_snap))
     return copies
 
@@ -164,7 +165,7 @@ def _check_copy_over_cap(ctx: CheckContext) -> str:
         raise CheckSkipped(f"{type(drv).__name__} has no create_cloned_volume")
 
     def one(target: Target) -> str | None:
-        if ctx.room_gb(drv, target) < 4:
+        if ctx.room_gb(drv, target) < 2:
             return None
         done = []
         for what, copy in _copies(ctx, drv, ctx.create(drv, 1, target)):

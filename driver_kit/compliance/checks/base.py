@@ -4,12 +4,13 @@ that read a driver's report."""
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import math
 import threading
 import time
 from dataclasses import dataclass
-from typing import Any, Callable, Literal, Mapping
+from typing import Any, Callable, Iterator, Literal, Mapping
 
 from driver_kit import GiB
 from driver_kit.capacity import AdmissionDecision
@@ -171,7 +172,7 @@ class CheckContext:
         """The largest whole-GiB request admission must accept on ``target`` now."""
         try:
             return expect.room_gb(self.expected(drv, target, truth),
-                                  pool_named(drv, target.pool_name), thin=target.thin,
+                                  LatePool(drv, target.pool_name), thin=target.thin,
                                   settings=expect.settings_of(drv))
         except LookupError as exc:
             raise CheckError(f"cannot tell how much room {target} has: {exc}") from None
@@ -183,7 +184,7 @@ class CheckContext:
         (or on growing one from ``from_gb``)."""
         try:
             return expect.admission(self.expected(drv, target, truth),
-                                    pool_named(drv, target.pool_name),
+                                    LatePool(drv, target.pool_name),
                                     size_bytes=size_gb * GiB, from_bytes=from_gb * GiB,
                                     thin=target.thin, settings=expect.settings_of(drv))
         except LookupError as exc:
@@ -242,6 +243,21 @@ class CheckContext:
         with self._lock:
             _, undo = self._pending.pop(("oob", name))
         undo()
+
+    @contextlib.contextmanager
+    def scoped(self) -> Iterator[None]:
+        """Undo, on leaving (last in, first out), what was registered inside."""
+        with self._lock:
+            before = set(self._pending)
+        try:
+            yield
+        finally:
+            with self._lock:
+                made = [key for key in self._pending if key not in before]
+            for key in reversed(made):
+                with self._lock:
+                    _, undo = self._pending.pop(key)
+                undo()
 
     def cleanup(self) -> list[str]:
         """Undo everything still registered; return what could not be undone."""
@@ -320,6 +336,29 @@ def pool_named(drv: Any, pool_name: str) -> dict[str, Any]:
         if pool.get("pool_name") == pool_name:
             return pool
     raise CheckError(f"pool {pool_name!r} vanished from the report")
+
+
+class LatePool(Mapping[str, Any]):
+    """The pool ``pool_name`` of a fresh report, read only when first looked at (the
+    capacity math needs it only for settings a driver's configuration does not give)."""
+
+    def __init__(self, drv: Any, pool_name: str) -> None:
+        self._drv, self._name = drv, pool_name
+        self._pool: dict[str, Any] | None = None
+
+    def _read(self) -> dict[str, Any]:
+        if self._pool is None:
+            self._pool = pool_named(self._drv, self._name)
+        return self._pool
+
+    def __getitem__(self, key: str) -> Any:
+        return self._read()[key]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._read())
+
+    def __len__(self) -> int:
+        return len(self._read())
 
 
 def provisioned_gb(pool: Mapping[str, Any]) -> float:

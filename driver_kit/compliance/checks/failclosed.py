@@ -6,6 +6,7 @@ creates are refused; the pools come back once the backend does."""
 from __future__ import annotations
 
 import dataclasses
+import time
 from typing import Any, Callable
 
 from driver_kit import validate_stats
@@ -15,7 +16,8 @@ from driver_kit.compliance.checks.base import (PLACEMENT, Check, CheckContext, C
 
 __all__ = ["CHECKS"]
 
-#: the stats_timeout (s) a driver runs with during the slow-backend check
+#: the shortest stats_timeout (s) a driver runs with during the slow-backend check (it
+#: is 3 times a healthy read when that is longer)
 SHORT_STATS_TIMEOUT_S = 0.2
 
 
@@ -84,8 +86,11 @@ def _check_slow_backend(ctx: CheckContext) -> str:
     if not number(getattr(conf, "stats_timeout", None)):
         raise CheckError(f"cannot tell the stats_timeout of {type(drv).__name__} (its "
                          f"configuration.stats_timeout)")
+    start = time.monotonic()
+    first_target(drv)  # up, and how long a read takes when the backend is well
     if dataclasses.is_dataclass(conf):  # a short timeout keeps the check short
-        drv.configuration = dataclasses.replace(conf, stats_timeout=SHORT_STATS_TIMEOUT_S)
+        drv.configuration = dataclasses.replace(conf, stats_timeout=max(
+            SHORT_STATS_TIMEOUT_S, round(3 * (time.monotonic() - start), 1)))
     timeout = drv.configuration.stats_timeout
     delay = 3 * timeout
     return _break_then_repair(

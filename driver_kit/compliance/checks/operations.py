@@ -19,8 +19,8 @@ __all__ = ["CHECKS"]
 def _read_back(ctx: CheckContext, drv: Any, name: str, target: Target, size_gb: int,
                what: str) -> None:
     """Volume ``name`` must be on the backend as asked: pool, type, size (whole units)."""
-    found = ctx.truth(drv).volume(name)
-    pool = ctx.truth(drv).pool(target.pool_name)
+    truth = ctx.truth(drv)
+    found, pool = truth.volume(name), truth.pool(target.pool_name)
     wanted = size_gb * GiB
     largest = pool.allocated_bytes(wanted) if pool is not None else wanted
     if found is None:
@@ -69,6 +69,7 @@ def _check_extend_readback(ctx: CheckContext) -> str:
 
 def _copy_one(ctx: CheckContext, drv: Any, target: Target, what: str, size_gb: int,
               copy: Callable[[str], Any]) -> str | None:
+    """Make ``copy`` (a new volume ``name``), read it back, delete it again."""
     name = ctx.name("copy")
     ctx.track_volume(drv, name)
     try:
@@ -78,6 +79,7 @@ def _copy_one(ctx: CheckContext, drv: Any, target: Target, what: str, size_gb: i
         ctx.done(("volume", name))
         return None  # not offered for this pool or type
     _read_back(ctx, drv, name, target, size_gb, what)
+    ctx.delete(drv, name)
     return f"{what} on {target}"
 
 
@@ -87,11 +89,11 @@ def _check_copy_readback(ctx: CheckContext) -> str:
         raise CheckSkipped(f"{type(drv).__name__} has no create_cloned_volume")
 
     def one(target: Target) -> str | None:
-        if ctx.room_gb(drv, target) < 6:
+        if ctx.room_gb(drv, target) < 3:
             return None
         source = ctx.create(drv, 1, target)
-        done = [_copy_one(ctx, drv, target, "a 3 GiB clone of a 1 GiB volume", 3,
-                          lambda name: drv.create_cloned_volume(name, source, 3))]
+        done = [_copy_one(ctx, drv, target, "a 2 GiB clone of a 1 GiB volume", 2,
+                          lambda name: drv.create_cloned_volume(name, source, 2))]
         try:
             snap = ctx.snapshot(drv, source)
         except (NotImplementedError, InvalidInput):

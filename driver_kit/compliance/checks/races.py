@@ -19,8 +19,8 @@ from typing import Any, Callable
 from driver_kit import CapacityExceeded, GiB
 from driver_kit.compliance.checks import expect
 from driver_kit.compliance.checks.base import (KILO, Check, CheckContext, CheckError,
-                                               CheckFailed, CheckSkipped, Target, behaviour,
-                                               each_target, pool_named, set_up)
+                                               CheckFailed, CheckSkipped, LatePool, Target,
+                                               behaviour, each_target, set_up)
 
 __all__ = ["CHECKS"]
 
@@ -31,7 +31,7 @@ PROCESSES = 4
 def _admissible(ctx: CheckContext, drv: Any, target: Target, size_gb: int,
                 workers: int) -> int:
     """How many of ``workers`` creates of ``size_gb`` fit one after another now."""
-    settings, report_pool = expect.settings_of(drv), pool_named(drv, target.pool_name)
+    settings, report_pool = expect.settings_of(drv), LatePool(drv, target.pool_name)
     figures = ctx.expected(drv, target)
     for fitted in range(workers):
         try:

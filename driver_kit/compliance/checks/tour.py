@@ -20,12 +20,13 @@ from typing import Any
 from driver_kit import CapacityExceeded, InvalidInput
 from driver_kit.compliance.checks.base import CheckContext, Target, targets
 from driver_kit.compliance.checks.expect import Settings, settings_of
+from driver_kit.compliance.checks.truth import agrees
 from driver_kit.compliance.hooks import BackendTruth
 
 __all__ = ["Decision", "Observation", "Tour", "walk"]
 
-#: snapshots taken of each of two volumes
-SNAPSHOTS_PER_VOLUME = 5
+#: snapshots taken of each of two volumes (a 4th counted as provisioned shows)
+SNAPSHOTS_PER_VOLUME = 4
 #: creates near the cap before the tour gives up reaching it
 MAX_FILL_STEPS = 40
 #: below this much room (GiB) the cap is reached with 1 GiB creates
@@ -54,6 +55,8 @@ class Decision:
 
 @dataclass(slots=True)
 class Tour:
+    """What the walk saw: each state's report and truth, and each decision at a cap."""
+
     observations: list[Observation] = field(default_factory=list)
     decisions: list[Decision] = field(default_factory=list)
     #: what the tour could not do, and why
@@ -65,6 +68,8 @@ class Tour:
 
 
 class _Walk:
+    """The walk in progress: the driver it drives and what it made, deleted at the end."""
+
     def __init__(self, ctx: CheckContext, drv: Any, tour: Tour) -> None:
         self.ctx, self.drv, self.tour = ctx, drv, tour
         self.volumes: list[str] = []
@@ -74,16 +79,19 @@ class _Walk:
         self.oob: list[str] = []
 
     def observe(self, label: str) -> None:
-        """Keep a fresh report with the truth around it; taken again (up to 3 times) when
-        the backend changed meanwhile (a file system others write to, say)."""
+        """Keep a fresh report with the truth read just before it. A report that does not
+        agree with it is kept only once the truth read after it is the same (up to 3
+        tries): the backend may have changed meanwhile (a file system others write to)."""
+        settings = settings_of(self.drv)
+        truth = self.ctx.truth(self.drv)
         for _ in range(3):
-            before = self.ctx.truth(self.drv)
             report = self.drv.get_volume_stats(refresh=True)
-            truth = self.ctx.truth(self.drv)
+            if agrees(report, truth, settings):
+                break
+            before, truth = truth, self.ctx.truth(self.drv)
             if truth == before:
                 break
-        self.tour.observations.append(Observation(label, report, truth,
-                                                  settings_of(self.drv)))
+        self.tour.observations.append(Observation(label, report, truth, settings))
 
     def create(self, size_gb: int, target: Target) -> str:
         name = self.ctx.name("tour")

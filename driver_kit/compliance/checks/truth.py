@@ -16,10 +16,10 @@ from typing import Any, Callable, Iterator
 from driver_kit import GiB, validate_stats
 from driver_kit.compliance.checks.base import (KILO, QUEENS, TRUTH, Check, CheckContext,
                                                CheckFailed, behaviour, first_target, number)
-from driver_kit.compliance.checks.expect import Expected, expected_pool
-from driver_kit.compliance.hooks import REQUIRED_HOOKS
+from driver_kit.compliance.checks.expect import Expected, Settings, expected_pool
+from driver_kit.compliance.hooks import REQUIRED_HOOKS, BackendTruth
 
-__all__ = ["CHECKS", "HOOK_CHECKS", "counting_calls"]
+__all__ = ["CHECKS", "HOOK_CHECKS", "agrees", "counting_calls", "problems_in"]
 
 _DRIVER_CALLS = ("create_volume", "delete_volume", "extend_volume", "create_snapshot",
                  "delete_snapshot", "create_cloned_volume", "create_volume_from_snapshot",
@@ -126,6 +126,31 @@ def _form_errors(report: Any) -> set[str]:
     return {v.field for v in validate_stats(report)}
 
 
+def problems_in(report: Any, truth: BackendTruth, settings: Settings,
+                compare: Comparison) -> list[str]:
+    """What ``compare`` finds wrong in one report, pool by pool, against ``truth``."""
+    if not isinstance(report, dict):
+        return []
+    flagged, problems = _form_errors(report), []
+    for index, pool in enumerate(report.get("pools") or ()):
+        if not isinstance(pool, dict) or pool.get("backend_state", "up") != "up":
+            continue
+        expected = expected_pool(truth, str(pool.get("pool_name")), settings,
+                                 thin=pool.get("thin_provisioning_support") is True)
+        if expected is None or any(f.startswith(f"pools[{index}]") for f in flagged):
+            continue
+        problem = compare(pool, expected)
+        if problem:
+            problems.append(f"pool {pool.get('pool_name')!r} reports {problem}")
+    return problems
+
+
+def agrees(report: Any, truth: BackendTruth, settings: Settings) -> bool:
+    """Whether every field of ``report`` is what ``truth`` makes of it."""
+    return not any(problems_in(report, truth, settings, compare)
+                   for compare in _COMPARISONS.values())
+
+
 def _pool_problems(ctx: CheckContext, compare: Comparison) -> tuple[int, list[str]]:
     """(states judged, problems) of one field over the tour."""
     tour, problems, states = ctx.tour(), [], 0
@@ -133,18 +158,8 @@ def _pool_problems(ctx: CheckContext, compare: Comparison) -> tuple[int, list[st
         if obs.truth is None or not isinstance(obs.report, dict):
             continue
         states += 1
-        flagged = _form_errors(obs.report)
-        for index, pool in enumerate(obs.report.get("pools") or ()):
-            if not isinstance(pool, dict) or pool.get("backend_state", "up") != "up":
-                continue
-            expected = expected_pool(obs.truth, str(pool.get("pool_name")), obs.settings,
-                                     thin=pool.get("thin_provisioning_support") is True)
-            if expected is None or any(f.startswith(f"pools[{index}]") for f in flagged):
-                continue
-            problem = compare(pool, expected)
-            if problem:
-                problems.append(f"{obs.label}: pool {pool.get('pool_name')!r} reports "
-                                f"{problem}")
+        problems += [f"{obs.label}: {problem}" for problem in
+                     problems_in(obs.report, obs.truth, obs.settings, compare)]
     return states, problems
 
 
@@ -179,13 +194,24 @@ def _check_pools(ctx: CheckContext) -> str:
     return f"the backend's pools, up, in all {states} states"
 
 
-def _truth(id_: str, title: str, clause: str, compare: Comparison) -> Check:
+def _truth(id_: str, title: str, clause: str) -> Check:
     return Check(id=id_, title=title, clause=clause, severity="must", kind="report",
-                 run=_truth_check(compare), hooks=TRUTH)
+                 run=_truth_check(_COMPARISONS[id_]), hooks=TRUTH)
 
 
 _ROUNDING = (f"{QUEENS}, Terminology: GiB, 2 decimals; the kit's conservative rounding "
              f"(total and free down, provisioned up)")
+
+_COMPARISONS: dict[str, Comparison] = {
+    "truth.total": _differs("total_capacity_gb", "rounded down", "total_gb"),
+    "truth.free": _differs("free_capacity_gb", "rounded down", "free_gb"),
+    "truth.provisioned": _differs("provisioned_capacity_gb", "every volume of the pool's "
+                                  "capacity group at its allocated size, rounded up",
+                                  "provisioned_gb"),
+    "truth.total-volumes": _differs("total_volumes", "volumes of the pool's capacity group, "
+                                    "snapshots apart", "total_volumes"),
+    "truth.ratio": _ratio_and_reserved,
+}
 
 HOOK_CHECKS: tuple[Check, ...] = (
     Check(id="hooks.required", title="The driver gives every required compliance hook",
@@ -206,23 +232,18 @@ CHECKS: tuple[Check, ...] = (
           run=_check_pools, hooks=TRUTH),
     _truth("truth.total", "total_capacity_gb is the backend's capacity in every state",
            f"{QUEENS}, Total capacity: 'the total physical capacity ... if no volumes were "
-           f"present'; {_ROUNDING}", _differs("total_capacity_gb", "rounded down",
-                                              "total_gb")),
+           f"present'; {_ROUNDING}"),
     _truth("truth.free", "free_capacity_gb is the backend's free space in every state",
            f"{QUEENS}, Free capacity: 'the current physical capacity available'; "
-           f"{_ROUNDING}", _differs("free_capacity_gb", "rounded down", "free_gb")),
+           f"{_ROUNDING}"),
     _truth("truth.provisioned", "provisioned_capacity_gb is the sum of the backend's "
            "volumes in every state", f"{QUEENS}, Provisioned capacity: 'all the volumes "
            f"present in there', 'all other existing volumes', 'does not include snapshots'; "
-           f"{_ROUNDING}", _differs("provisioned_capacity_gb", "every volume of the pool's "
-                                    "capacity group at its allocated size, rounded up",
-                                    "provisioned_gb")),
+           f"{_ROUNDING}"),
     _truth("truth.total-volumes", "total_volumes counts the backend's volumes in every "
-           "state", f"{QUEENS}, Provisioned capacity (the volumes present in the pool)",
-           _differs("total_volumes", "volumes of the pool's capacity group, snapshots "
-                    "apart", "total_volumes")),
+           "state", f"{QUEENS}, Provisioned capacity (the volumes present in the pool)"),
     _truth("truth.ratio", "max_over_subscription_ratio and reserved_percentage are the "
            "configured ones ('auto' resolved by its formula) in every state",
            f"{QUEENS}, Over subscription ratio; {KILO}, 'auto': 1 + provisioned / "
-           f"(total - free + 1), 20 on an empty pool", _ratio_and_reserved),
+           f"(total - free + 1), 20 on an empty pool"),
 )
