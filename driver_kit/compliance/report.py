@@ -9,7 +9,8 @@ from typing import Any
 from driver_kit.cli import format_columns
 from driver_kit.compliance.runner import RunReport
 
-__all__ = ["format_table", "hooks_line", "junit_xml", "report_to_dict", "write_json", "write_junit"]
+__all__ = ["format_table", "hooks_line", "junit_xml", "report_to_dict", "write_json",
+           "write_junit"]
 
 _MARK = {"passed": "PASS", "failed": "FAIL", "skipped": "SKIP", "errored": "ERROR"}
 

@@ -28,8 +28,8 @@ from tests.unit import memdriver
 from tests.unit.memdriver import MemoryDriver
 
 __all__ = ["LVM_HOOKS", "MEMORY_HOOKS", "SNAP_MEMORY_HOOKS", "SPARSE_HOOKS",
-           "HandWrittenOperations", "HandWrittenReport", "SnapMemoryDriver", "memory_factory", "shared_config",
-           "sparse_config"]
+           "HandWrittenOperations", "HandWrittenReport", "SnapMemoryDriver", "memory_factory",
+           "shared_config", "sparse_config"]
 
 #: file objects and child processes the leaking drivers "forgot"; the tests close them
 LEAKED_FILES: list[Any] = []
