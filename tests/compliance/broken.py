@@ -588,9 +588,7 @@ BROKEN: tuple[Broken, ...] = (
     # --- the backend's truth
     Broken("capacity in decimal GB taken for GiB", _f("truth.total", "truth.free") | _OVER_ADMITS,
            _memory(DecimalGigabytes)),
-    # the 'cinder' calculation's free-based check still refuses one create past the cap
-    Broken("total = physical x ratio",
-           _f("truth.total") | _OVER_ADMITS - _f("admission.create-over-cap"),
+    Broken("total = physical x ratio", _f("truth.total") | _OVER_ADMITS,
            _memory(TotalTimesRatio)),
     Broken("reserved subtracted twice", _f("truth.total", "truth.free"),
            _memory(ReservedTwice, reserved_percentage=10)),
