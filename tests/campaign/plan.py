@@ -150,11 +150,13 @@ class _Planner:
         if name is None:
             return self._stats()
         volume = self.volumes.pop(name)
-        if self.rng.random() < 0.6:  # most clients delete the snapshots first
-            for snap, (origin, queue) in list(self.snapshots.items()):
-                if origin == name:
-                    self.add(queue, "delete_snapshot", name=snap)
-                    del self.snapshots[snap]
+        snapshots = [(s, q) for s, (origin, q) in self.snapshots.items() if origin == name]
+        first = self.rng.random() < 0.6  # most clients delete the snapshots first
+        if snapshots and not first:  # the others are refused (a volume with snapshots)
+            self.add(volume.queues[0], "delete", name=name, note="has snapshots")
+        for snap, queue in snapshots:
+            self.add(queue, "delete_snapshot", name=snap)
+            del self.snapshots[snap]
         for queue in volume.queues:  # whoever may have made it deletes it
             self.add(queue, "delete", name=name, note=note)
 

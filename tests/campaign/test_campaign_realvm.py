@@ -13,10 +13,11 @@ import os
 
 import pytest
 
+from lvm_driver.executor import LVMExecutor
 from tests.campaign.runner import Settings, replay_command, run_campaign
 
 #: requests in the VM: mostly cheap ones (refusals, lookups, stats) on a 2 GiB pool
-REAL_OPS = int(os.environ.get("DK_CAMPAIGN_REAL_OPS", "200"))
+REAL_OPS = int(os.environ.get("DK_CAMPAIGN_REAL_OPS", "120"))
 
 
 @pytest.mark.realvm
@@ -28,7 +29,11 @@ def test_campaign_on_real_lvm(tmp_path, capsys):
                         procs=2, threads=2, kills=1, mode="real", pool_gb=2,
                         timeout_s=float(os.environ.get("DK_CAMPAIGN_REAL_TIMEOUT", "1.5")),
                         run_dir=str(tmp_path / "run"))
-    result = run_campaign(settings)
+    try:
+        result = run_campaign(settings)
+    finally:  # the next real-LVM test starts from an empty VG
+        LVMExecutor(timeout_s=300).run(["lvremove", "-f", "-y", os.environ["DK_REAL_LVM_VG"]],
+                                       readonly=False)
     with capsys.disabled():
         print("\n" + result.report)
     assert result.passed, (f"{len(result.violations)} invariant violations; replay with "
