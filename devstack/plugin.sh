@@ -3,45 +3,28 @@
 #
 # Enabled with `enable_plugin driver-kit <git url of this repository>` in
 # local.conf; defaults are in devstack/settings. DevStack sources this file as
-# `plugin.sh <mode> [phase]`:
-#   stack install      install this package into DevStack's Python, then make the
-#                      volume group (a sparse file in $DATA_DIR on a loop device)
-#                      and its thin pool
-#   stack post-config  write the backend section into cinder.conf and enable it
-#   stack extra        create a volume type bound to the backend
-#   clean              remove the volume group, the loop device and the file
+# `plugin.sh <mode> [phase]`, on every node; each phase acts only where the
+# service it serves runs:
+#   stack install      (c-vol) install this package into DevStack's Python, then
+#                      make the volume group with DevStack's lib/lvm and the thin pool
+#   stack post-config  (c-vol) write the backend section into cinder.conf, enable it
+#   stack extra        (c-api) create the volume types bound to the backend
+#   stack test-config  (tempest) tell Tempest about the backend
+#   clean              (c-vol) remove the volume group and its backing file (lib/lvm)
 # The backend runs in cinder-volume through contrib.cinder_adapter.
 
 DRIVER_KIT_DIR=${DRIVER_KIT_DIR:-$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)}
-DRIVER_KIT_BACKING_FILE=${DRIVER_KIT_BACKING_FILE:-$DATA_DIR/$DRIVER_KIT_VOLUME_GROUP-backing-file}
 
 function install_driver_kit {
     setup_develop "$DRIVER_KIT_DIR"
 }
 
-# The loop device the backing file is attached to (empty when it is not attached)
-function _driver_kit_attached_loop_device {
-    sudo losetup --associated "$DRIVER_KIT_BACKING_FILE" --noheadings --output NAME
-}
-
-# The loop device of the backing file, attaching it when it is not attached yet
-function _driver_kit_loop_device {
-    local device
-    device=$(_driver_kit_attached_loop_device)
-    if [[ -z "$device" ]]; then
-        device=$(sudo losetup --find --show "$DRIVER_KIT_BACKING_FILE")
-    fi
-    echo "$device"
-}
-
 function init_driver_kit_volume_group {
     local vg=$DRIVER_KIT_VOLUME_GROUP
-    if ! sudo vgs "$vg" >/dev/null 2>&1; then
-        # sparse: it takes space only as volumes are written, like DevStack's own VG
-        [[ -f "$DRIVER_KIT_BACKING_FILE" ]] || \
-            truncate -s "$DRIVER_KIT_BACKING_FILE_SIZE" "$DRIVER_KIT_BACKING_FILE"
-        sudo vgcreate "$vg" "$(_driver_kit_loop_device)"
-    fi
+    # DevStack's own helper, as for its LVM backend: the sparse backing file
+    # $DATA_DIR/$vg-backing-file, its loop device (re-attached at boot) and the
+    # volume group, emptied, since Cinder's database is new on every stack.sh
+    init_lvm_volume_group "$vg" "$DRIVER_KIT_BACKING_FILE_SIZE"
     if ! sudo lvs "$vg/$DRIVER_KIT_THIN_POOL" >/dev/null 2>&1; then
         sudo lvcreate --type thin-pool -l "${DRIVER_KIT_THIN_POOL_PERCENT}%FREE" \
             -n "$DRIVER_KIT_THIN_POOL" "$vg"
@@ -66,6 +49,13 @@ function configure_driver_kit_backend {
     iniset "$CINDER_CONF" "$section" over_provisioning_calculation \
         "$DRIVER_KIT_OVER_PROVISIONING_CALCULATION"
     iniset "$CINDER_CONF" "$section" lock_path "$DRIVER_KIT_LOCK_PATH"
+    # the export DevStack sets up for its own LVM backend (lib/cinder's defaults)
+    if [[ -n "${CINDER_TARGET_HELPER:-}" ]]; then
+        iniset "$CINDER_CONF" "$section" target_helper "$CINDER_TARGET_HELPER"
+    fi
+    if [[ -n "${CINDER_TARGET_PROTOCOL:-}" ]]; then
+        iniset "$CINDER_CONF" "$section" target_protocol "$CINDER_TARGET_PROTOCOL"
+    fi
 
     local enabled
     enabled=$(iniget "$CINDER_CONF" DEFAULT enabled_backends)
@@ -74,46 +64,87 @@ function configure_driver_kit_backend {
     fi
 }
 
-function create_driver_kit_volume_type {
-    if ! openstack --os-region-name="$REGION_NAME" volume type show \
-            "$DRIVER_KIT_VOLUME_TYPE" >/dev/null 2>&1; then
+# A volume type bound to the backend, with the given extra properties; kept if it exists
+function _driver_kit_volume_type {
+    local name=$1
+    shift
+    if ! openstack --os-region-name="$REGION_NAME" volume type show "$name" \
+            >/dev/null 2>&1; then
         openstack --os-region-name="$REGION_NAME" volume type create \
-            --property volume_backend_name="$DRIVER_KIT_BACKEND_NAME" \
-            --property provisioning:type=thin "$DRIVER_KIT_VOLUME_TYPE"
+            --property volume_backend_name="$DRIVER_KIT_BACKEND_NAME" "$@" "$name"
+    fi
+}
+
+# The capability keys let Cinder's CapabilitiesFilter send each type to its own pool
+function create_driver_kit_volume_types {
+    _driver_kit_volume_type "$DRIVER_KIT_VOLUME_TYPE" --property provisioning:type=thin \
+        --property thin_provisioning_support='<is> True'
+    if [[ "$(trueorfalse False DRIVER_KIT_OFFER_THICK)" == "True" ]]; then
+        _driver_kit_volume_type "$DRIVER_KIT_THICK_VOLUME_TYPE" \
+            --property provisioning:type=thick \
+            --property thick_provisioning_support='<is> True'
+    fi
+}
+
+# The backend among Tempest's backends, so its multi-backend tests use it too
+function configure_driver_kit_tempest {
+    local names be
+    names=$(iniget "$TEMPEST_CONFIG" volume backend_names)
+    if [[ -z "$names" ]]; then  # DevStack sets it only for two backends or more
+        for be in ${CINDER_ENABLED_BACKENDS//,/ }; do
+            names+="${names:+,}${be##*:}"
+        done
+    fi
+    if [[ ",$names," != *",$DRIVER_KIT_BACKEND_NAME,"* ]]; then
+        names+="${names:+,}$DRIVER_KIT_BACKEND_NAME"
+    fi
+    iniset "$TEMPEST_CONFIG" volume backend_names "$names"
+    if [[ "$names" == *,* ]]; then
+        iniset "$TEMPEST_CONFIG" volume-feature-enabled multi_backend True
+    fi
+    if [[ "$(trueorfalse False DRIVER_KIT_TEMPEST_USE_TYPE)" == "True" ]]; then
+        iniset "$TEMPEST_CONFIG" volume volume_type "$DRIVER_KIT_VOLUME_TYPE"
+        iniset "$TEMPEST_CONFIG" volume vendor_name "$DRIVER_KIT_VENDOR_NAME"
+        iniset "$TEMPEST_CONFIG" volume storage_protocol "$DRIVER_KIT_STORAGE_PROTOCOL"
     fi
 }
 
 function clean_driver_kit_volume_group {
-    local vg=$DRIVER_KIT_VOLUME_GROUP
-    if sudo vgs "$vg" >/dev/null 2>&1; then
-        sudo lvremove -f "$vg"
-        sudo vgremove -f "$vg"
-    fi
-    local device
-    device=$(_driver_kit_attached_loop_device)
-    if [[ -n "$device" ]]; then
-        sudo losetup --detach "$device"
-    fi
-    rm -f "$DRIVER_KIT_BACKING_FILE"
+    # DevStack's own helper: the volumes, the volume group, the boot-time unit,
+    # the loop device and the backing file
+    clean_lvm_volume_group "$DRIVER_KIT_VOLUME_GROUP"
 }
 
-if is_service_enabled c-vol; then
-    mode=${1:-}
-    phase=${2:-}
-    if [[ "$mode" == "stack" && "$phase" == "install" ]]; then
-        echo_summary "Installing driver-kit and its LVM thin pool"
-        install_driver_kit
-        init_driver_kit_volume_group
-    elif [[ "$mode" == "stack" && "$phase" == "post-config" ]]; then
-        echo_summary "Configuring the driver-kit Cinder backend $DRIVER_KIT_BACKEND_NAME"
-        configure_driver_kit_backend
-    elif [[ "$mode" == "stack" && "$phase" == "extra" ]]; then
-        if is_service_enabled c-api; then
-            echo_summary "Creating the volume type $DRIVER_KIT_VOLUME_TYPE"
-            create_driver_kit_volume_type
-        fi
-    fi
-    if [[ "$mode" == "clean" ]]; then
-        clean_driver_kit_volume_group
-    fi
+mode=${1:-}
+phase=${2:-}
+if [[ "$mode" == "stack" ]]; then
+    case "$phase" in
+        install)
+            if is_service_enabled c-vol; then
+                echo_summary "Installing driver-kit and its LVM thin pool"
+                install_driver_kit
+                init_driver_kit_volume_group
+            fi
+            ;;
+        post-config)
+            if is_service_enabled c-vol; then
+                echo_summary "Configuring the driver-kit Cinder backend $DRIVER_KIT_BACKEND_NAME"
+                configure_driver_kit_backend
+            fi
+            ;;
+        extra)
+            if is_service_enabled c-api; then
+                echo_summary "Creating the driver-kit volume types"
+                create_driver_kit_volume_types
+            fi
+            ;;
+        test-config)
+            if is_service_enabled tempest; then
+                echo_summary "Configuring Tempest for the driver-kit backend"
+                configure_driver_kit_tempest
+            fi
+            ;;
+    esac
+elif [[ "$mode" == "clean" ]] && is_service_enabled c-vol; then
+    clean_driver_kit_volume_group
 fi

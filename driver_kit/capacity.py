@@ -1,20 +1,26 @@
 """Capacity math: pure functions that agree with the Cinder scheduler.
 
-The three ``calculate_*`` functions take Cinder's arguments in Cinder's order
-and return what Cinder's scheduler computes for them, to the digit (the reserved
-amount is floored, factors are rounded to 2 decimals with ``round``). They
-validate their inputs; ``driver_kit.scheduler``, which must also digest what
-non-compliant drivers report, uses the unvalidated cores ``_factors`` and
-``_resolve_ratio``.
+The three ``calculate_*`` functions carry Cinder's names, take Cinder's
+arguments in Cinder's order and answer exactly what Cinder 29's scheduler
+utilities answer, for every input Cinder takes: strings such as ``'2.0'``,
+``'infinite'``/``'unknown'`` capacities, a ratio of 0 falling back to the
+global one, a ratio below 1. They judge nothing; where Cinder's own
+arithmetic fails (a ``TypeError``, ``ZeroDivisionError`` ...), they raise
+``InvalidInput`` saying so. Strictness lives in ``driver_kit.stats.validate_stats``
+(what a report may say) and in ``admit`` (what a driver lets in).
 
-``admit`` is the kit's own admission decision (README, Capacity rules): it uses exact
-decimal arithmetic so that a refusal or an admission never depends on float
-error, and returns the full breakdown.
+``admit`` is the kit's own admission decision (README, Capacity rules). Its
+default, ``standard``, is the test Cinder's CapacityFilter applies, so a driver
+never refuses what the scheduler sent it; ``cinder`` adds the stricter checks
+of the provisioning specs. It compares exact decimals, so a decision never
+depends on float error beyond the 2-decimal rounding Cinder itself applies.
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Any, Final, Literal
@@ -22,7 +28,8 @@ from typing import Any, Final, Literal
 from driver_kit.exceptions import InvalidInput, InvalidSize
 
 __all__ = [
-    "AUTO", "INITIAL_AUTO_RATIO", "CALCULATIONS", "AdmissionCheck",
+    "AUTO", "INITIAL_AUTO_RATIO", "CALCULATIONS", "CINDER_CALCULATION_FILTER_FUNCTION",
+    "DEFAULT_CALCULATION", "AdmissionCheck",
     "AdmissionDecision", "admit", "max_admissible", "calculate_capacity_factors",
     "calculate_max_over_subscription_ratio", "calculate_virtual_free_capacity",
     "reserved_gb", "validate_ratio", "validate_reserved_percentage",
@@ -30,12 +37,24 @@ __all__ = [
 
 AUTO: Final = "auto"
 INITIAL_AUTO_RATIO: Final = 20.0
+#: 'standard' is what Cinder's CapacityFilter checks; 'cinder' adds the specs' stricter checks.
 CALCULATIONS: Final = ("standard", "cinder")
+DEFAULT_CALCULATION: Final = "standard"
+#: A ``filter_function`` for Cinder's DriverFilter that makes the scheduler check
+#: what the 'cinder' calculation adds, size <= (free - reserved) * ratio, on pools
+#: that offer one provisioning type (a thick pool reports ratio 1.0). It leaves the
+#: reserved amount unfloored, so it is never looser than the driver.
+CINDER_CALCULATION_FILTER_FUNCTION: Final = (
+    "volume.size <= (capabilities.free_capacity_gb - capabilities.total_capacity_gb"
+    " * capabilities.reserved_percentage / 100) * capabilities.max_over_subscription_ratio")
 _INFINITE_UNKNOWN: Final = ("infinite", "unknown")
+# What Cinder's capacity arithmetic raises on inputs it cannot compute with.
+_CINDER_ARITHMETIC_ERRORS: Final = (TypeError, ValueError, ZeroDivisionError, OverflowError,
+                                    AttributeError)
 
 
 # --------------------------------------------------------------------------
-# validation shared by every public entry point
+# validation used by admit() and the configuration
 
 def _check_capacity(name: str, value: Any) -> float:
     if isinstance(value, bool) or not isinstance(value, (int, float)):
@@ -83,6 +102,19 @@ def _check_bool(name: str, value: Any) -> bool:
     if not isinstance(value, bool):
         raise InvalidInput(f"{name} must be True or False, got {value!r}")
     return value
+
+
+@contextmanager
+def cinder_arithmetic(what: str, error: type[InvalidInput] = InvalidInput) -> Iterator[None]:
+    """Turn the arithmetic error Cinder itself would hit on these inputs into ``error``.
+
+    The message names the computation and Cinder's exception, in one line.
+    """
+    try:
+        yield
+    except _CINDER_ARITHMETIC_ERRORS as exc:
+        raise error(f"{what}: Cinder's scheduler fails on these inputs too "
+                    f"({type(exc).__name__}: {exc})") from exc
 
 
 # --------------------------------------------------------------------------
@@ -166,7 +198,7 @@ def _resolve_ratio(capability: dict[str, Any], global_ratio: Any) -> float:
 
 
 # --------------------------------------------------------------------------
-# public, validated
+# public, Cinder's names and Cinder's answers
 
 def calculate_capacity_factors(total_capacity: float, free_capacity: float,
                                provisioned_capacity: float,
@@ -176,18 +208,13 @@ def calculate_capacity_factors(total_capacity: float, free_capacity: float,
                                thin: bool) -> dict[str, Any]:
     """The seed-002 capacity factors of one pool for one provisioning type (GiB).
 
-    ``thin`` asks for the thin view; it takes effect only when the pool
-    supports thin provisioning, as in Cinder.
+    Exactly Cinder's ``calculate_capacity_factors``: ``thin`` asks for the thin
+    view and takes effect only when the pool supports thin provisioning.
     """
-    _check_capacity("total_capacity", total_capacity)
-    _check_capacity("free_capacity", free_capacity)
-    _check_capacity("provisioned_capacity", provisioned_capacity)
-    _check_bool("thin_provisioning_support", thin_provisioning_support)
-    _check_bool("thin", thin)
-    ratio = validate_ratio(max_over_subscription_ratio)
-    validate_reserved_percentage(reserved_percentage)
-    return _factors(total_capacity, free_capacity, provisioned_capacity,
-                    thin_provisioning_support, ratio, reserved_percentage, thin)
+    with cinder_arithmetic("calculate_capacity_factors"):
+        return _factors(total_capacity, free_capacity, provisioned_capacity,
+                        thin_provisioning_support, max_over_subscription_ratio,
+                        reserved_percentage, thin)
 
 
 def calculate_virtual_free_capacity(total_capacity: float, free_capacity: float,
@@ -196,38 +223,25 @@ def calculate_virtual_free_capacity(total_capacity: float, free_capacity: float,
                                     max_over_subscription_ratio: float,
                                     reserved_percentage: int,
                                     thin: bool) -> float:
-    """The capacity (GiB) left for new volumes, as Cinder's weigher sees it."""
-    return calculate_capacity_factors(
-        total_capacity, free_capacity, provisioned_capacity,
-        thin_provisioning_support, max_over_subscription_ratio,
-        reserved_percentage, thin)["virtual_free_capacity"]
+    """The capacity (GiB) left for new volumes, as Cinder's filter and weigher see it."""
+    with cinder_arithmetic("calculate_virtual_free_capacity"):
+        return _factors(total_capacity, free_capacity, provisioned_capacity,
+                        thin_provisioning_support, max_over_subscription_ratio,
+                        reserved_percentage, thin)["virtual_free_capacity"]
 
 
 def calculate_max_over_subscription_ratio(
         capability: dict[str, Any],
         global_max_over_subscription_ratio: float | str) -> float:
-    """The effective ratio of a pool report, resolving 'auto' as Cinder does.
+    """The effective ratio of a pool report, exactly as Cinder's host manager derives it.
 
+    The pool's own ratio, or the global one when the pool's is missing or 0;
     'auto' is ``1 + provisioned / (total - free + 1)``, or 20.0 while nothing
-    is provisioned; a pool without thin support gets 1.0.
+    is provisioned; a pool without thin support, or with an 'infinite' or
+    'unknown' capacity, gets 1.0 (Cinder's filter never reads it then).
     """
-    if not isinstance(capability, dict):
-        raise InvalidInput(f"capability must be a dict, got {type(capability).__name__}")
-    global_ratio = validate_ratio(global_max_over_subscription_ratio, allow_auto=True)
-    checked = dict(capability)
-    for key in ("total_capacity_gb", "free_capacity_gb", "provisioned_capacity_gb",
-                "allocated_capacity_gb"):
-        if key in checked:
-            _check_capacity(key, checked[key])
-    if checked.get("free_capacity_gb", 0) > checked.get("total_capacity_gb", 0):
-        raise InvalidInput(f"free_capacity_gb {checked['free_capacity_gb']!r} exceeds "
-                           f"total_capacity_gb {checked.get('total_capacity_gb', 0)!r}")
-    if checked.get("max_over_subscription_ratio") is not None:
-        checked["max_over_subscription_ratio"] = validate_ratio(
-            checked["max_over_subscription_ratio"], allow_auto=True)
-    if "thin_provisioning_support" in checked:
-        _check_bool("thin_provisioning_support", checked["thin_provisioning_support"])
-    return _resolve_ratio(checked, global_ratio)
+    with cinder_arithmetic("calculate_max_over_subscription_ratio"):
+        return _resolve_ratio(capability, global_max_over_subscription_ratio)
 
 
 # --------------------------------------------------------------------------
@@ -358,19 +372,30 @@ def _validated(total_capacity: Any, free_capacity: Any, provisioned_capacity: An
 
 
 def _limits(pool: _PoolInputs) -> list[_Limit]:
-    """The checks a request must pass, in exact arithmetic (see ``admit``)."""
+    """The checks a request must pass (see ``admit``), each ``base + requested <= allowed``."""
     reserved = pool.reserved
+    strict = pool.calculation == "cinder"
     if pool.thin:
+        # Cinder's filter passes a thin request when its virtual free capacity,
+        # ((total - reserved) * ratio - provisioned) rounded to 2 decimals, covers it:
+        # that very float is the room, so the driver takes all the scheduler sends.
+        virtual_free = _factors(pool.total, pool.free, pool.provisioned, True, pool.ratio,
+                                pool.reserved_pct, True)["virtual_free_capacity"]
         limits = [_Limit("provisioned_cap",
-                         "provisioned + in_flight + requested <= (total - reserved) * ratio",
+                         "provisioned + in_flight + requested <= (total - reserved) * ratio, "
+                         "to 2 decimals as Cinder rounds it",
                          _exact(pool.provisioned) + _exact(pool.pending),
-                         (_exact(pool.total) - reserved) * _exact(pool.ratio))]
-        if pool.calculation == "cinder":
+                         _exact(pool.provisioned) + _exact(virtual_free))]
+        if strict:
             limits.append(_Limit("free_cap", "requested <= (free - reserved) * ratio",
                                  Fraction(0), (_exact(pool.free) - reserved) * _exact(pool.ratio)))
         return limits
-    return [_Limit("free_space", "requested <= free - reserved - in_flight",
-                   Fraction(0), _exact(pool.free) - reserved - _exact(pool.pending)),
+    # Cinder's filter bounds a thick request by free space, the specs by free - reserved.
+    free_room = _exact(pool.free) - (reserved if strict else 0) - _exact(pool.pending)
+    return [_Limit("free_space",
+                   "requested <= free - reserved - in_flight" if strict
+                   else "requested <= free - in_flight",
+                   Fraction(0), free_room),
             _Limit("provisioned_cap", "requested <= total - reserved - provisioned - in_flight",
                    Fraction(0),
                    _exact(pool.total) - reserved - _exact(pool.provisioned)
@@ -380,15 +405,17 @@ def _limits(pool: _PoolInputs) -> list[_Limit]:
 def admit(*, total_capacity: float, free_capacity: float, provisioned_capacity: float,
           requested: float, max_over_subscription_ratio: float,
           reserved_percentage: int | float, thin: bool, in_flight: float = 0.0,
-          calculation: str = "cinder", pool_name: str = "") -> AdmissionDecision:
+          calculation: str = DEFAULT_CALCULATION, pool_name: str = "") -> AdmissionDecision:
     """Decide whether ``requested`` GiB more fit a pool (README, Capacity rules).
 
     reserved = reserved_gb(total, reserved%) (Cinder's float floor);
-    thin standard: provisioned + in_flight + requested <= (total - reserved) * ratio;
-    thin cinder: the standard check and requested <= (free - reserved) * ratio;
-    thick: requested <= min(free - reserved - in_flight,
-                            total - reserved - provisioned - in_flight)
-    (in-flight thick claims will take free space too, so they count on both sides).
+    thin, standard: provisioned + in_flight + requested <= (total - reserved) * ratio,
+    the cap taken to 2 decimals exactly as Cinder's CapacityFilter rounds it;
+    thin, cinder: that and requested <= (free - reserved) * ratio;
+    thick, standard: requested <= min(free, total - reserved - provisioned) - in_flight
+    (Cinder's filter); thick, cinder: free - reserved in place of free (the specs).
+    In-flight claims will take space too, so they count on every side. With
+    ``in_flight`` 0, ``standard`` admits everything Cinder's filter passes.
     """
     pool = _validated(total_capacity, free_capacity, provisioned_capacity, in_flight,
                       max_over_subscription_ratio, reserved_percentage, thin, calculation)
@@ -414,7 +441,7 @@ def admit(*, total_capacity: float, free_capacity: float, provisioned_capacity: 
 def max_admissible(*, total_capacity: float, free_capacity: float,
                    provisioned_capacity: float, max_over_subscription_ratio: float,
                    reserved_percentage: int | float, thin: bool, in_flight: float = 0.0,
-                   calculation: str = "cinder") -> int:
+                   calculation: str = DEFAULT_CALCULATION) -> int:
     """The largest whole-GiB request ``admit`` accepts with these inputs (0 if none).
 
     Closed form over the same exact limits ``admit`` checks, so the two always

@@ -40,10 +40,20 @@ KIT_OPTS = [
     cfg.IntOpt("reserved_percentage", default=0,
                help="Percentage (0..100) of each pool's total capacity kept out of every "
                     "capacity calculation."),
-    cfg.StrOpt("over_provisioning_calculation", default="cinder",
-               help="'standard': provisioned + size <= (total - reserved) * ratio. "
-                    "'cinder' (default): the standard check and also "
-                    "size <= (free - reserved) * ratio."),
+    cfg.StrOpt("over_provisioning_calculation", default=capacity.DEFAULT_CALCULATION,
+               help="How creates, extends, snapshots and clones are admitted. "
+                    "'standard' (default): exactly the test Cinder's CapacityFilter "
+                    "applies, so the driver takes every request the scheduler sends: thin, "
+                    "provisioned + size <= (total - reserved) * ratio; thick, "
+                    "size <= min(free, total - reserved - provisioned). "
+                    "'cinder': stricter, as the provisioning specs read: thin also needs "
+                    "size <= (free - reserved) * ratio, thick size <= free - reserved. "
+                    "Cinder's default filters do not check these, so the scheduler can "
+                    "pick a pool the driver then refuses (the request is rescheduled, or "
+                    "ends in error); add DriverFilter to scheduler_default_filters with "
+                    f"filter_function = \"{capacity.CINDER_CALCULATION_FILTER_FUNCTION}\" "
+                    "in the backend section so it agrees on creates and snapshots (an "
+                    "extend's filter sees the volume's size, not the growth)."),
     cfg.StrOpt("lock_path",
                help="Directory for the per-pool inter-process admission locks; defaults "
                     "to a driver_kit-locks directory in the system temporary directory. "

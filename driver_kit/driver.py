@@ -27,12 +27,12 @@ from typing import Any, Callable, Mapping, Sequence
 from driver_kit import capacity
 from driver_kit.admission import AdmissionGate
 from driver_kit.config import BackendConfig, load_backend_config
-from driver_kit.exceptions import (AlreadyExists, BackendUnavailable, CapacityExceeded,
-                                   DriverKitError, InvalidInput, InvalidSize, PoolNotFound,
+from driver_kit.exceptions import (BackendTimeout, BackendUnavailable, CapacityExceeded,
+                                   InvalidInput, InvalidSize, PoolNotFound,
                                    SnapshotNotFound, VolumeNotFound)
 from driver_kit.stats import (BackendStats, PoolFacts, PoolStats, build_pool_stats,
                               down_pool_stats, validate_stats)
-from driver_kit.units import parse_size_gb
+from driver_kit.units import GiB, parse_size_gb
 
 LOG = logging.getLogger(__name__)
 
@@ -49,12 +49,30 @@ def log_notifier(event_type: str, payload: dict[str, Any]) -> None:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class VolumeInfo:
-    """A volume as the backend has it: name, whole-GiB size, pool, thin or thick."""
+    """A volume as the backend has it: name, size, pool, thin or thick.
+
+    ``size_bytes`` is the exact size the backend reports (0 means exactly
+    ``size_gb`` GiB, for backends that only deal in whole GiB); ``size_gb``
+    is that size rounded up to whole GiB, the size Cinder's API shows.
+    Admission of extends and copies works from ``size_bytes``.
+    """
 
     name: str
     size_gb: int
     pool_name: str
     thin: bool
+    size_bytes: int = 0
+
+    def __post_init__(self) -> None:
+        if not self.size_bytes:
+            object.__setattr__(self, "size_bytes", self.size_gb * GiB)
+
+
+def _exact_gib(size_bytes: int) -> str:
+    """A byte size for a message: whole GiB as such, anything else with its bytes."""
+    if size_bytes % GiB == 0:
+        return f"{size_bytes // GiB} GiB"
+    return f"{size_bytes / GiB:.2f} GiB ({size_bytes} bytes)"
 
 
 def validate_size_gb(size_gb: Any, what: str = "size") -> int:
@@ -204,10 +222,32 @@ class VolumeDriver(abc.ABC):
             LOG.warning("pool %s is down: %s", pool.pool_name, pool.down_reason)
         return pool
 
+    def _read_pools_in_time(self) -> list[PoolFacts]:
+        """``_read_pools_or_raise`` bounded by ``stats_timeout``: a read still running
+        then is abandoned (its result discarded) and the stats fail closed."""
+        timeout_s = self.configuration.stats_timeout
+        outcome: list[Any] = []
+        done = threading.Event()
+
+        def read() -> None:
+            try:
+                outcome.append(self._read_pools_or_raise())
+            except BaseException as exc:  # handed to the caller below
+                outcome.append(exc)
+            done.set()
+
+        threading.Thread(target=read, name="driver_kit-stats-read", daemon=True).start()
+        if not done.wait(timeout_s):
+            raise BackendTimeout(f"reading the backend took longer than stats_timeout "
+                                 f"({timeout_s:g} s)")
+        if isinstance(outcome[0], BaseException):
+            raise outcome[0]
+        return outcome[0]
+
     def _build_stats(self) -> dict[str, Any]:
         conf = self.configuration
         try:
-            pools = [self._pool_stats(f) for f in self._read_pools_or_raise()]
+            pools = [self._pool_stats(f) for f in self._read_pools_in_time()]
             self._known_pools = tuple(p.pool_name for p in pools)
         except Exception as exc:  # fail closed, whatever went wrong
             reason = f"backend cannot be read: {exc}"
@@ -291,8 +331,9 @@ class VolumeDriver(abc.ABC):
         return decision
 
     def _guarded(self, pool_key: str | None, extra_specs: Mapping[str, Any] | None,
-                 size_gb: int, action: Callable[[PoolFacts, bool], None]) -> None:
-        """Admit ``size_gb`` on the chosen pool under its lock, then run ``action``."""
+                 size_gb: float, action: Callable[[PoolFacts, bool], None]) -> None:
+        """Admit ``size_gb`` (exact GiB, possibly fractional) on the chosen pool under
+        its lock, then run ``action``."""
         wanted = provisioning_type(extra_specs)
         with self._gate.hold(self.configuration.backend, self._read_pools_or_raise,
                              owner=self) as session:
@@ -305,11 +346,10 @@ class VolumeDriver(abc.ABC):
             self._admit(session, pool, size_gb, thin)
             try:
                 action(pool, thin)
-            except DriverKitError as exc:
-                if not isinstance(exc, (InvalidInput, AlreadyExists)):
-                    session.mark_uncertain()
-                raise
             except BaseException:
+                # whatever failed, the backend may differ from the shared read:
+                # the next request reads it afresh (a refusal before any command
+                # costs one read more, a wrong reuse could pass the cap)
                 session.mark_uncertain()
                 raise
             session.record(pool.pool_name, size_gb)
@@ -358,11 +398,13 @@ class VolumeDriver(abc.ABC):
         name = self.validate_name(name)
         new_size_gb = validate_size_gb(new_size_gb, "new size")
         volume = self._get_volume(name)
-        if new_size_gb <= volume.size_gb:
+        growth_bytes = new_size_gb * GiB - volume.size_bytes
+        if growth_bytes <= 0:
             raise InvalidSize(f"new size {new_size_gb} GiB must exceed the current size "
-                              f"{volume.size_gb} GiB of volume {name!r}")
+                              f"{_exact_gib(volume.size_bytes)} of volume {name!r}")
         spec = {"provisioning:type": "thin" if volume.thin else "thick"}
-        self._guarded(volume.pool_name, spec, new_size_gb - volume.size_gb,
+        # exactly the bytes the extend adds (an LV of 500 MiB grows by 1.5 GiB to 2)
+        self._guarded(volume.pool_name, spec, growth_bytes / GiB,
                       lambda pool, thin: self.backend_extend_volume(name, new_size_gb))
         return VolumeInfo(name=name, size_gb=new_size_gb, pool_name=volume.pool_name,
                           thin=volume.thin)
@@ -382,12 +424,16 @@ class VolumeDriver(abc.ABC):
                           thin=volume.thin)
 
     def delete_snapshot(self, name: str) -> None:
-        """Delete a snapshot. Idempotent: deleting a missing snapshot succeeds."""
+        """Delete a snapshot. Idempotent: deleting a missing snapshot succeeds.
+
+        The backend decides what ``name`` is, so a volume's name is refused by
+        ``backend_delete_snapshot``, never taken for a missing snapshot.
+        """
         name = self.validate_name(name)
-        if self.backend_find_snapshot(name) is None:
-            LOG.info("snapshot %s already gone", name)
-        else:
+        try:
             self.backend_delete_snapshot(name)
+        except SnapshotNotFound:
+            LOG.info("snapshot %s already gone", name)
         self._invalidate()
 
     def create_volume_from_snapshot(self, name: str, snapshot_name: str,
@@ -412,9 +458,9 @@ class VolumeDriver(abc.ABC):
     def _copy(self, name: str, source: VolumeInfo, size_gb: int | None,
               action: Callable[[int], None]) -> VolumeInfo:
         size = source.size_gb if size_gb is None else validate_size_gb(size_gb)
-        if size < source.size_gb:
+        if size * GiB < source.size_bytes:
             raise InvalidSize(f"size {size} GiB is smaller than the source's "
-                              f"{source.size_gb} GiB")
+                              f"{_exact_gib(source.size_bytes)}")
         spec = {"provisioning:type": "thin" if source.thin else "thick"}
         self._guarded(source.pool_name, spec, size, lambda pool, thin: action(size))
         return VolumeInfo(name=name, size_gb=size, pool_name=source.pool_name,

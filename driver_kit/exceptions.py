@@ -4,7 +4,9 @@
     ├── InvalidInput (ValueError)          bad argument to a public function
     │   ├── InvalidName                    volume/snapshot name breaks the rules
     │   ├── InvalidSize                    zero, negative, NaN, fractional, shrinking
-    │   └── InvalidStats                   a stats dict that breaks the contract
+    │   ├── InvalidStats                   a stats dict that breaks the contract
+    │   ├── NotManaged                     an object the driver did not create
+    │   └── VolumeBusy                     a volume that still has snapshots
     ├── ConfigError (ValueError)           an option value refused at load time
     ├── NotFound (LookupError)
     │   ├── VolumeNotFound
@@ -24,7 +26,7 @@ from typing import Any
 
 __all__ = [
     "DriverKitError", "InvalidInput", "InvalidName", "InvalidSize",
-    "InvalidStats", "ConfigError", "NotFound", "VolumeNotFound",
+    "InvalidStats", "NotManaged", "VolumeBusy", "ConfigError", "NotFound", "VolumeNotFound",
     "SnapshotNotFound", "PoolNotFound", "AlreadyExists", "CapacityExceeded",
     "BackendError", "BackendUnavailable", "BackendTimeout", "SetupError",
 ]
@@ -52,6 +54,25 @@ class InvalidStats(InvalidInput):
     def __init__(self, message: str, violations: list[Any] | None = None):
         super().__init__(message)
         self.violations = list(violations or [])
+
+
+class NotManaged(InvalidInput):
+    """A destructive operation named an object this driver did not create.
+
+    Nothing was changed: a driver removes only what it made (an operator's
+    volume on the same backend is counted, never deleted).
+    """
+
+
+class VolumeBusy(InvalidInput):
+    """A volume cannot be deleted while it has snapshots (Cinder's rule).
+
+    ``snapshots`` names them; nothing was changed.
+    """
+
+    def __init__(self, message: str, snapshots: list[str] | tuple[str, ...] = ()):
+        super().__init__(message)
+        self.snapshots = tuple(snapshots)
 
 
 class ConfigError(DriverKitError, ValueError):

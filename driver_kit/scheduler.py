@@ -16,12 +16,12 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from collections.abc import Mapping, Sequence
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import Any, Final
 
-from driver_kit.capacity import _factors, _resolve_ratio
+from driver_kit.capacity import _factors, _resolve_ratio, cinder_arithmetic
 from driver_kit.exceptions import InvalidInput, InvalidSize, InvalidStats
 
 __all__ = ["backend_passes", "get_pools", "weigh"]
@@ -53,15 +53,9 @@ class _PoolState:
     ratio: float
 
 
-@contextmanager
-def _cinder_fails_on(pool_name: str, what: str) -> Iterator[None]:
+def _cinder_fails_on(pool_name: str, what: str) -> AbstractContextManager[None]:
     """Turn the arithmetic error Cinder would hit on a bad report into InvalidStats."""
-    try:
-        yield
-    except (TypeError, ValueError, ZeroDivisionError, OverflowError) as exc:
-        raise InvalidStats(
-            f"pool {pool_name!r}: Cinder's {what} fails on this report "
-            f"({type(exc).__name__}: {exc})") from exc
+    return cinder_arithmetic(f"pool {pool_name!r}: {what}", InvalidStats)
 
 
 def _check_global_ratio(value: Any) -> Any:

@@ -2,16 +2,22 @@
 
 Built only on driver_kit's public API. Every stats refresh costs exactly one
 ``lvs`` process; every create one fresh ``lvs`` plus one ``lvcreate``; every
-delete one ``lvs`` (the LV must be one of the driver's volumes or snapshots)
-plus one ``lvremove``.
+delete one ``lvs`` plus one ``lvremove``.
 
 Pools: the thin pool is one pool (total = pool data size, free = data not
 yet written, also bounded by metadata use). When ``lvm_offer_thick`` is set,
 the VG's free extents form a second, thick-only pool named after the VG.
 Provisioned capacity counts every thin volume in the pool, including ones an
 operator made with plain ``lvcreate``; thin snapshots are reported apart.
-A thin LV with an origin is a snapshot unless it carries the volume tag the
-driver puts on volumes it creates from snapshots or clones.
+
+Data safety: the driver tags what it creates (``VOLUME_TAG``,
+``SNAPSHOT_TAG``) and removes only an LV carrying its tag under the expected
+name, checked on a fresh report; an operator's LV is counted, never deleted.
+A volume with snapshots is not deleted. Each create also carries a marker tag
+unique to the request, so the clean-up after a failed create removes only
+what that very request made. A report that cannot be right (no thin pool,
+inconsistent with itself) is a backend fault: pools down, creates and deletes
+refused.
 """
 
 from __future__ import annotations
@@ -19,15 +25,16 @@ from __future__ import annotations
 import logging
 import math
 import os
-from typing import Any, Sequence
+import uuid
+from typing import Any, Callable, Sequence
 
 from oslo_config import cfg
 
-from driver_kit import (AlreadyExists, BackendConfig, ConfigError, GiB, InvalidInput,
-                        NotFound, PoolFacts, SetupError, SnapshotNotFound, VolumeDriver,
-                        VolumeInfo, VolumeNotFound)
+from driver_kit import (AlreadyExists, BackendConfig, BackendUnavailable, ConfigError, GiB, InvalidInput,
+                        NotFound, NotManaged, PoolFacts, SetupError, SnapshotNotFound,
+                        VolumeBusy, VolumeDriver, VolumeInfo, VolumeNotFound)
 from driver_kit.compliance import ComplianceHooks
-from lvm_driver.executor import LVMError, LVMExecutor, LVMVolumeGroupNotFoundError
+from lvm_driver.executor import LVMExecutor, LVMVolumeGroupNotFoundError
 from lvm_driver.lvm import (LogicalVolume, VGReport, VolumeGroup, validate_lv_name,
                             validate_vg_name)
 
@@ -40,6 +47,10 @@ __all__ = ["ThinLVMDriver", "LVM_OPTS", "list_opts", "VOLUME_TAG", "SNAPSHOT_TAG
 VOLUME_TAG = "driver_kit_volume"
 #: tag on every snapshot the driver creates
 SNAPSHOT_TAG = "driver_kit_snapshot"
+
+#: prefix of the marker tag each create puts on its LV, unique to that request, so a
+#: clean-up after a failure removes only what that very request made
+REQUEST_TAG_PREFIX = "driver_kit_request_"
 
 #: what ``ThinLVMDriver._kind`` calls the LVs the driver manages
 _VOLUME = "a volume"
@@ -112,8 +123,6 @@ class ThinLVMDriver(VolumeDriver):
                 f"reads a file named lvm.conf from LVM_SYSTEM_DIR (set to its directory); "
                 f"name the file lvm.conf")
         self.simulator = None
-        #: the last report backend_read_pools read (admission reads one before every create)
-        self._last_report: VGReport | None = None
         self.executor = executor or self._make_executor(conf_file)
         self.vg = VolumeGroup(self.vg_name, executor=self.executor)
 
@@ -175,24 +184,70 @@ class ThinLVMDriver(VolumeDriver):
         return validate_lv_name(name)
 
     # ------------------------------------------------------------------ facts
+    def _read(self) -> VGReport:
+        """A fresh report that can be right, or ``BackendUnavailable`` saying why not.
+
+        Every decision (stats, admission, what a name is, what to delete)
+        rests on a report that names the configured VG and thin pool and is
+        consistent with itself; ``stats_timeout`` bounds each LVM process.
+        """
+        report = self.vg.report(timeout_s=self.configuration.stats_timeout)
+        problem = self._implausible(report)
+        if problem:
+            LOG.error("refusing the LVM report of %s: %s", self.vg_name, problem)
+            raise BackendUnavailable(f"the LVM report of volume group {self.vg_name!r} "
+                                     f"cannot be right: {problem}")
+        return report
+
+    def _implausible(self, report: VGReport) -> str | None:
+        """What makes ``report`` impossible for this backend, or None."""
+        pool = report.find_lv(self.pool_name)
+        if pool is None:
+            return (f"thin pool {self.pool_name!r} not found in it ({len(report.lvs)} LVs "
+                    f"listed: an empty or truncated report, or the pool is gone)")
+        if not pool.is_thin_pool:
+            return f"{self.pool_name!r} is not a thin pool (lv_attr {pool.attr.raw!r})"
+        if report.extent_size_bytes <= 0 or report.vg_free_bytes > report.vg_size_bytes:
+            return (f"VG free {report.vg_free_bytes} bytes, size {report.vg_size_bytes} "
+                    f"bytes, extent {report.extent_size_bytes} bytes")
+        allocated = sum(lv.size_bytes for lv in report.lvs
+                        if lv.is_thin_pool or lv.is_thick)
+        if allocated > report.vg_size_bytes - report.vg_free_bytes:
+            return (f"its LVs hold {allocated} bytes of extents but the VG has only "
+                    f"{report.vg_size_bytes - report.vg_free_bytes} bytes allocated")
+        for lv in report.lvs:
+            if lv.pool_lv is not None and report.find_lv(lv.pool_lv) is None:
+                return f"LV {lv.name!r} names thin pool {lv.pool_lv!r}, which is not listed"
+            if lv.origin is not None and report.find_lv(lv.origin) is None:
+                return f"LV {lv.name!r} names origin {lv.origin!r}, which is not listed"
+        return None
+
     def backend_read_pools(self) -> Sequence[PoolFacts]:
-        """Every pool from ONE ``lvs`` of the volume group."""
-        report = self.vg.report()
-        self._last_report = report
+        """Every pool from ONE ``lvs`` of the volume group (each down, saying why, when
+        the report cannot be right)."""
+        try:
+            report = self._read()
+        except BackendUnavailable as exc:
+            pools = [self._unavailable(self.pool_name, thin=True, reason=str(exc))]
+            if self.offer_thick:
+                pools.append(self._unavailable(self.vg_name, thin=False, reason=str(exc)))
+            return pools
         pools = [self._thin_pool_facts(report)]
         if self.offer_thick:
             pools.append(self._thick_pool_facts(report))
         return pools
 
     def _is_snapshot(self, lv: LogicalVolume) -> bool:
-        return lv.is_thin_snapshot and VOLUME_TAG not in lv.tags
+        """A thin LV that is a snapshot, not a volume (not provisioned capacity).
+
+        The driver's snapshots carry SNAPSHOT_TAG, which outlives the origin
+        (LVM forgets the origin once it is removed); an operator's thin LV with
+        an origin is a snapshot unless it carries the volume tag (a copy).
+        """
+        return SNAPSHOT_TAG in lv.tags or (lv.is_thin_snapshot and VOLUME_TAG not in lv.tags)
 
     def _thin_pool_facts(self, report: VGReport) -> PoolFacts:
-        pool = report.find_lv(self.pool_name)
-        if pool is None or not pool.is_thin_pool:
-            return self._unavailable(self.pool_name, thin=True,
-                                     reason=f"thin pool {self.vg_name}/{self.pool_name} "
-                                            f"not found")
+        pool = report.get_lv(self.pool_name)
         if pool.data_percent is None or pool.metadata_percent is None:
             return self._unavailable(self.pool_name, thin=True,
                                      reason=f"usage of thin pool {self.vg_name}/"
@@ -236,17 +291,18 @@ class ThinLVMDriver(VolumeDriver):
 
     def _info(self, lv: LogicalVolume) -> VolumeInfo:
         return VolumeInfo(name=lv.name, size_gb=_gb_up(lv.size_bytes),
+                          size_bytes=lv.size_bytes,
                           pool_name=lv.pool_lv if lv.is_thin_volume else self.vg_name,
                           thin=lv.is_thin_volume)
 
     def _kind(self, lv: LogicalVolume) -> str:
         """What ``lv`` is to this driver: ``_VOLUME``, ``_SNAPSHOT`` or what else it is.
 
-        The one place that decides which LVs the driver finds, copies and
-        deletes as volumes or snapshots: thin LVs of its own pool (snapshot
-        or volume as ``_is_snapshot`` tells, the split the pool's stats make)
-        and visible thick LVs (what the thick pool counts). Anything else is
-        described, for the error that refuses to touch it.
+        The one place that decides which LVs the driver finds and copies as
+        volumes or snapshots: thin LVs of its own pool (snapshot or volume as
+        ``_is_snapshot`` tells, the split the pool's stats make) and visible
+        thick LVs (what the thick pool counts), whoever made them. Whether
+        the driver may *remove* one is ``_owned``'s question.
         """
         if lv.is_hidden:
             return "an LVM-internal LV"
@@ -262,8 +318,13 @@ class ThinLVMDriver(VolumeDriver):
             return _VOLUME
         return f"an LV of a type this driver does not manage (lv_attr {lv.attr.raw!r})"
 
+    @staticmethod
+    def _owned(lv: LogicalVolume, kind: str) -> bool:
+        """True if the driver made ``lv`` as a ``kind``: only then may it remove it."""
+        return (VOLUME_TAG if kind == _VOLUME else SNAPSHOT_TAG) in lv.tags
+
     def _find(self, name: str, kind: str) -> VolumeInfo | None:
-        lv = self.vg.report().find_lv(name)
+        lv = self._read().find_lv(name)
         return self._info(lv) if lv is not None and self._kind(lv) == kind else None
 
     def backend_find_volume(self, name: str) -> VolumeInfo | None:
@@ -273,58 +334,69 @@ class ThinLVMDriver(VolumeDriver):
         return self._find(name, _SNAPSHOT)
 
     # ------------------------------------------------------------ operations
-    def _create_cleanly(self, name: str, create: Any) -> None:
-        """Run a create; if it fails after LVM made the LV, remove it again.
+    def _create_cleanly(self, name: str, create: Callable[[tuple[str, ...]], None],
+                        tag: str) -> None:
+        """Run a create whose LV carries ``tag`` and a marker unique to this request.
 
-        Any LVMError counts, a timeout too: LVM may have made the LV before
-        it was stopped. An LV of that name that the report read for this
-        create's admission already listed is not this create's and is left
-        alone (a crashed or timed-out lvcreate need not have reached LVM's
-        own "already exists" check).
+        If it fails (a timeout too: LVM may have made the LV before it was
+        stopped), a report read *after* the failure decides: an LV ``name``
+        carrying this request's marker is removed, anything else (an LV of
+        that name made before, or by another request) is left alone. The
+        marker stays on the LV; it costs no extra LVM process.
         """
-        before = self._last_report
+        marker = f"{REQUEST_TAG_PREFIX}{uuid.uuid4().hex}"
         try:
-            create()
-        except AlreadyExists:
+            create((tag, marker))
+        except AlreadyExists:  # LVM checks the name before it changes anything
             raise
-        except LVMError:
+        except Exception:
             try:
-                if self.vg.report().find_lv(name) is not None:
-                    if before is not None and before.find_lv(name) is not None:
-                        LOG.error("create of %s failed; the LV of that name existed "
-                                  "before it, so it is left alone", name)
-                    else:
-                        LOG.warning("create of %s failed after the LV was made; "
-                                    "removing it", name)
-                        self.vg.delete(name)
+                lv = self.vg.report().find_lv(name)
+                if lv is not None and marker in lv.tags and tag in lv.tags:
+                    LOG.warning("create of %s failed after LVM made it; removing it", name)
+                    self.vg.delete(name)
             except Exception:  # report the original failure, not the clean-up's
-                LOG.exception("could not clean up %s after a failed create", name)
+                LOG.exception("could not clean up %s after a failed create; an LV left "
+                              "behind carries tag %s", name, marker)
             raise
 
     def backend_create_volume(self, name: str, size_gb: int, *, pool_name: str,
                               thin: bool) -> None:
         size = size_gb * GiB
         if thin:
-            self._create_cleanly(name, lambda: self.vg.create_thin_volume(
-                name, size, pool=self.pool_name, tags=(VOLUME_TAG,)))
+            self._create_cleanly(name, lambda tags: self.vg.create_thin_volume(
+                name, size, pool=self.pool_name, tags=tags), VOLUME_TAG)
         else:
-            self._create_cleanly(name, lambda: self.vg.create_thick_volume(
-                name, size, tags=(VOLUME_TAG,)))
+            self._create_cleanly(name, lambda tags: self.vg.create_thick_volume(
+                name, size, tags=tags), VOLUME_TAG)
 
     def _delete(self, name: str, kind: str, not_found: NotFound) -> None:
-        """Remove ``name`` only if it is a ``kind``: one ``lvs``, then one ``lvremove``.
+        """Remove ``name`` only if the driver made it as a ``kind``: one ``lvs``, one ``lvremove``.
 
         ``lvremove`` removes whatever it is given (a thin pool with all its
-        volumes, a snapshot, another pool's LV), so the LV is looked up
-        first; anything that is not a ``kind`` is refused untouched.
+        volumes, an operator's LV, the origin of snapshots), so a fresh report
+        decides first; anything else is refused untouched.
         """
-        lv = self.vg.report().find_lv(name)
+        report = self._read()
+        lv = report.find_lv(name)
         if lv is None:
             raise not_found
         what = self._kind(lv)
+        where = f"logical volume {self.vg_name}/{name}"
+        if what not in (_VOLUME, _SNAPSHOT):
+            raise NotManaged(f"{where} is {what}: it is not managed by this driver, "
+                             f"nothing was deleted")
         if what != kind:
-            raise InvalidInput(f"logical volume {self.vg_name}/{name} is {what}, not "
-                               f"{kind}: nothing was deleted")
+            raise InvalidInput(f"{where} is {what}, not {kind}: nothing was deleted")
+        if not self._owned(lv, kind):
+            raise NotManaged(f"{where} is not managed by this driver (it lacks the tag "
+                             f"{VOLUME_TAG if kind == _VOLUME else SNAPSHOT_TAG!r} the "
+                             f"driver puts on what it creates): nothing was deleted")
+        snapshots = sorted(s.name for s in report.thin_volumes(self.pool_name)
+                           if s.origin == name and self._is_snapshot(s))
+        if snapshots:
+            raise VolumeBusy(f"volume {name!r} has snapshots ({', '.join(snapshots)}): "
+                             f"delete them first; nothing was deleted", snapshots)
         try:
             self.vg.delete(name)
         except NotFound as exc:  # gone since the lvs
@@ -340,23 +412,25 @@ class ThinLVMDriver(VolumeDriver):
         if not volume.thin:
             raise InvalidInput(f"volume {volume.name!r} is thick: this driver snapshots "
                                f"thin volumes only")
-        self._create_cleanly(name, lambda: self.vg.create_thin_snapshot(
-            name, volume.name, tags=(SNAPSHOT_TAG,)))
+        self._create_cleanly(name, lambda tags: self.vg.create_thin_snapshot(
+            name, volume.name, tags=tags), SNAPSHOT_TAG)
 
     def backend_delete_snapshot(self, name: str) -> None:
         self._delete(name, _SNAPSHOT, SnapshotNotFound(f"no snapshot {name!r}"))
 
     def _copy_of(self, name: str, source: VolumeInfo, size_gb: int) -> None:
+        """A thin copy of ``source``, then grown to exactly ``size_gb`` GiB if it is smaller
+        (a copy of a 500 MiB LV at the default 1 GiB is 1 GiB, the size the API returns)."""
         if not source.thin:
             raise InvalidInput(f"{source.name!r} is thick: this driver copies thin "
                                f"volumes only")
 
-        def copy() -> None:  # one clean-up for both steps: a failed lvextend removes the copy
-            self.vg.create_thin_snapshot(name, source.name, tags=(VOLUME_TAG,), activate=True)
-            if size_gb > source.size_gb:
+        def copy(tags: tuple[str, ...]) -> None:  # one clean-up for both steps
+            self.vg.create_thin_snapshot(name, source.name, tags=tags, activate=True)
+            if size_gb * GiB > source.size_bytes:
                 self.vg.extend(name, size_gb * GiB)
 
-        self._create_cleanly(name, copy)
+        self._create_cleanly(name, copy, VOLUME_TAG)
 
     def backend_create_volume_from_snapshot(self, name: str, snapshot: VolumeInfo,
                                             size_gb: int) -> None:
@@ -383,6 +457,12 @@ def _repair(driver: ThinLVMDriver) -> None:
     driver.vg = driver._healthy_vg  # type: ignore[attr-defined]
 
 
+def _delete_out_of_band(driver: ThinLVMDriver, name: str) -> None:
+    """The operator's own lvremove (the driver refuses to remove what it did not make)."""
+    driver.vg.delete(name)
+
+
 #: what ``driver-kit check`` uses to test out-of-band counting and failing closed
-COMPLIANCE_HOOKS = ComplianceHooks(create_out_of_band=_out_of_band, break_backend=_break,
-                                   repair_backend=_repair)
+COMPLIANCE_HOOKS = ComplianceHooks(create_out_of_band=_out_of_band,
+                                   delete_out_of_band=_delete_out_of_band,
+                                   break_backend=_break, repair_backend=_repair)

@@ -575,23 +575,24 @@ class VolumeGroup:
         return ["lvs", "--reportformat", "json", "--units", "b", "--nosuffix",
                 "-o", ",".join(REPORT_FIELDS), self._vg_name]
 
-    def report(self) -> VGReport:
+    def report(self, *, timeout_s: float | None = None) -> VGReport:
         """Everything about the VG from one ``lvs`` process (read-only).
 
-        A missing VG raises ``LVMVolumeGroupNotFoundError`` (a NotFound).
+        A missing VG raises ``LVMVolumeGroupNotFoundError`` (a NotFound);
+        ``timeout_s`` bounds each process (default: the executor's).
         """
-        result = self._executor.run(self.report_argv(), readonly=True)
+        result = self._executor.run(self.report_argv(), readonly=True, timeout_s=timeout_s)
         with _gc_paused():
             rows = _load_rows(result.stdout, "lv")
             if rows:
                 return _report_from_rows(rows, self._vg_name, None)
-        return _report_from_rows(rows, self._vg_name, self.vg_info())
+        return _report_from_rows(rows, self._vg_name, self.vg_info(timeout_s=timeout_s))
 
-    def vg_info(self) -> VGInfo:
+    def vg_info(self, *, timeout_s: float | None = None) -> VGInfo:
         """The VG's size, free space and extent size from ``vgs`` (setup checks)."""
         argv = ["vgs", "--reportformat", "json", "--units", "b", "--nosuffix",
                 "--readonly", "-o", ",".join(VG_FIELDS), self._vg_name]
-        result = self._executor.run(argv, readonly=True)
+        result = self._executor.run(argv, readonly=True, timeout_s=timeout_s)
         return parse_vgs_report(result.stdout, self._vg_name)
 
     def vg_exists(self) -> bool:

@@ -1,10 +1,11 @@
 """Write tests/unit/data/cinder_cases.json: inputs and what real Cinder answers.
 
-Run it with a Python that has Cinder installed, never the project venv:
+Run it with a Python that has Cinder installed, as a script of its own (Cinder
+imports eventlet, which must stay out of the test process): the project venv
+with the ``cinder`` extra, or a venv of its own:
 
-    python3 -m venv /tmp/cinder-venv
-    /tmp/cinder-venv/bin/pip install cinder==29.0.0
-    cd <repo> && /tmp/cinder-venv/bin/python tests/cinder_reference/generate_cases.py
+    .venv/bin/pip install -e '.[test,cinder]'
+    .venv/bin/python tests/cinder_reference/generate_cases.py
 
 Every output comes from Cinder's own code (its scheduler utilities, a real
 ``PoolState``, the real ``CapacityFilter`` and the real ``CapacityWeigher``
@@ -135,6 +136,31 @@ def factor_args(rng: random.Random) -> list[list[Any]]:
     return cases
 
 
+# Inputs outside the stats contract that Cinder's functions still take (or fail
+# on): strings, a ratio below 1 or of 0, reserved outside 0..100, negative or
+# inconsistent capacities, truthy non-bools, 'infinite' and 'unknown'.
+OUTSIDE_CONTRACT_FACTOR_ARGS: list[list[Any]] = [
+    ["100", 50, 10, True, 2.0, 0, True],
+    ["100", "50", 10, True, 2.0, 0, False],
+    [100, "50", 10, False, 1.0, 0, True],
+    [100, 50, 10, True, 0.5, 0, True],
+    [100, 50, 10, True, 0, 0, True],
+    [100, 50, 10, True, 2.0, 101, True],
+    [100, 50, 10, True, 2.0, -1, False],
+    [100, 50, 10, True, 2.0, "10", True],
+    [-1, 0, 0, True, 2.0, 0, True],
+    [100, 120, 0, True, 2.0, 0, False],
+    [100, 50, -5, True, 2.0, 0, True],
+    [100, 50, 10, "yes", 2.0, 0, 1],
+    [100, 50, 10, 1, 2.0, 0, 0],
+    [100, 50, 10, True, "2.0", 0, True],
+    [100, 50, 10, True, "2.0", 0, False],
+    ["unknown", 50, 0, True, 2.0, 0, True],
+    [100, "infinite", 0, True, 2.0, 0, False],
+    [100, 50, None, True, 2.0, 0, True],
+]
+
+
 def random_total(rng: random.Random) -> float | int:
     kind = rng.random()
     if kind < 0.4:
@@ -189,6 +215,10 @@ def ratio_cases(rng: random.Random) -> list[dict[str, Any]]:
     cases.append({"capability": dict(thin_auto, free_capacity_gb=50), "global": "Auto"})
     cases.append({"capability": dict(thin_auto, free_capacity_gb=50,
                                      max_over_subscription_ratio="AUTO"), "global": "20.0"})
+    # a ratio of 0 on both sides, and a global ratio below 1
+    cases.append({"capability": dict(thin_auto, free_capacity_gb=50,
+                                     max_over_subscription_ratio=0), "global": "0.0"})
+    cases.append({"capability": dict(thin_auto, free_capacity_gb=50), "global": "0.5"})
     for _ in range(60):
         total = random_total(rng)
         cap = {"total_capacity_gb": total, "free_capacity_gb": r2(rng.uniform(0, total)),
@@ -382,11 +412,12 @@ def build() -> dict[str, Any]:
     sections: dict[str, list[dict[str, Any]]] = {}
     sections["capacity_factors"] = [
         {"input": args, **outcome(lambda a=args: sched_utils.calculate_capacity_factors(*a))}
-        for args in factor_args(rng)]
+        for args in factor_args(rng) + OUTSIDE_CONTRACT_FACTOR_ARGS]
     sections["virtual_free"] = [
         {"input": args,
          **outcome(lambda a=args: sched_utils.calculate_virtual_free_capacity(*a))}
-        for args in [random_factor_args(rng) for _ in range(200)] + factor_args(rng)[::4]]
+        for args in [random_factor_args(rng) for _ in range(200)] + factor_args(rng)[::4]
+        + OUTSIDE_CONTRACT_FACTOR_ARGS]
     sections["max_over_subscription_ratio"] = [
         {"input": case, **outcome(lambda c=case: sched_utils.calculate_max_over_subscription_ratio(
             dict(c["capability"]), c["global"]))}
@@ -403,11 +434,14 @@ def build() -> dict[str, Any]:
 def dump(sections: dict[str, list[dict[str, Any]]]) -> str:
     """JSON with one case per line, so a diff shows which cases changed."""
     script = Path(__file__).resolve().relative_to(REPO)
+    python = Path(sys.executable)
+    if python.is_relative_to(REPO):  # the project's own venv: no machine-specific path
+        python = python.relative_to(REPO)
     header = {
         "cinder_version": version("cinder"),
         "python": platform.python_version(),
         "seed": SEED,
-        "command": f"{sys.executable} {script}",
+        "command": f"{python} {script}",
         "note": "inputs and real Cinder outputs; 'raises' names the exception "
                 "Cinder raised instead of answering. Do not edit by hand.",
         "counts": {name: len(cases) for name, cases in sections.items()},

@@ -120,12 +120,13 @@ def cinder_section(backend: SimBackend, **extra: Any) -> dict[str, Any]:
     return options
 
 
-def run_cinder_side(command: str, workdir: Path) -> dict[str, Any]:
-    """Run real Cinder (cinder_side.py) on ``workdir`` and return its answer."""
-    proc = subprocess.run([sys.executable, str(HERE / "cinder_side.py"), command,
-                           str(workdir)], cwd=REPO, capture_output=True, text=True,
+def run_cinder_side(command: str, workdir: Path, *,
+                    script: str = "cinder_side.py") -> dict[str, Any]:
+    """Run real Cinder (``script`` beside this file) on ``workdir``; return its answer."""
+    argv = [sys.executable, str(HERE / script)] + ([command] if command else [])
+    proc = subprocess.run(argv + [str(workdir)], cwd=REPO, capture_output=True, text=True,
                           timeout=240)
     if proc.returncode != 0:
-        pytest.fail(f"cinder_side.py {command} failed ({proc.returncode}):\n"
+        pytest.fail(f"{script} {command} failed ({proc.returncode}):\n"
                     f"{proc.stderr[-6000:]}")
     return json.loads((workdir / "answer.json").read_text())

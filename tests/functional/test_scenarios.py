@@ -7,7 +7,8 @@ import multiprocessing
 
 import pytest
 
-from driver_kit import (CapacityExceeded, SetupError, calculate_max_over_subscription_ratio,
+from driver_kit import (CapacityExceeded, GiB, InvalidInput, NotManaged, SetupError,
+                        VolumeBusy, calculate_max_over_subscription_ratio,
                         load_backend_config, validate_stats)
 from driver_kit.exceptions import BackendUnavailable
 from driver_kit.units import bytes_to_gb_down, bytes_to_gb_up
@@ -199,3 +200,42 @@ def test_setup_errors_say_what_to_fix(lab):
         check(volume_group="no-such-vg")
     with pytest.raises(SetupError, match="lvm_create_thin_pool = true"):
         check(lvm_thin_pool_name="other-pool")
+
+
+def test_deletes_refuse_what_the_driver_did_not_make(lab):
+    driver = lab.driver()
+    lab.lvm("lvcreate", "-y", "-L", "100m", "-n", "operator-linear", lab.vg_name)
+    lab.lvm("lvcreate", "-T", "-V", "1g", "-n", "operator-thin", f"{lab.vg_name}/pool")
+    before = lab.lv_names()
+    for name in ("operator-linear", "operator-thin", "pool"):
+        with pytest.raises(NotManaged, match="nothing was deleted"):
+            driver.delete_volume(name)
+    assert lab.lv_names() == before
+
+
+def test_a_volume_with_snapshots_is_refused_then_deleted_after_them(lab):
+    driver = lab.driver()
+    driver.create_volume("volume-a", 1)
+    driver.create_snapshot("snap-a", "volume-a")
+    with pytest.raises(VolumeBusy, match="snap-a"):
+        driver.delete_volume("volume-a")
+    with pytest.raises(InvalidInput, match="not a snapshot"):
+        driver.delete_snapshot("volume-a")
+    assert {"volume-a", "snap-a"} <= lab.lv_names()
+    driver.delete_snapshot("snap-a")
+    driver.delete_volume("volume-a")
+    assert not {"volume-a", "snap-a"} & lab.lv_names()
+
+
+def test_unaligned_extend_admits_the_bytes_it_adds(lab):
+    """Cap 4 GiB: 2 GiB + two operator LVs of 500 MiB; growing one to 2 GiB adds
+    1.51 GiB (4.49 GiB), over the cap; to 1 GiB adds 0.51 GiB (3.49 GiB)."""
+    driver = lab.driver()
+    driver.create_volume("volume-a", 2)
+    for name in ("operator-1", "operator-2"):
+        lab.lvm("lvcreate", "-T", "-V", "500m", "-n", name, f"{lab.vg_name}/pool")
+    with pytest.raises(CapacityExceeded, match="provisioned_cap"):
+        driver.extend_volume("operator-1", 2)
+    assert lab.vg.report().get_lv("operator-1").size_bytes == 500 * 2**20
+    driver.extend_volume("operator-1", 1)
+    assert lab.vg.report().get_lv("operator-1").size_bytes == GiB

@@ -7,7 +7,6 @@ Cinder itself; floats are compared with ``==``, not approximately.
 from __future__ import annotations
 
 import json
-import math
 from pathlib import Path
 from typing import Any
 
@@ -25,7 +24,7 @@ from driver_kit.scheduler import backend_passes, weigh
 
 DATA = json.loads((Path(__file__).parent / "data" / "cinder_cases.json").read_text())
 CINDER_ERRORS = {"ZeroDivisionError": ZeroDivisionError, "ValueError": ValueError,
-                 "TypeError": TypeError}
+                 "TypeError": TypeError, "AttributeError": AttributeError}
 
 
 def cases(section: str) -> list[Any]:
@@ -35,92 +34,74 @@ def cases(section: str) -> list[Any]:
 def test_data_comes_from_cinder() -> None:
     header = DATA["header"]
     assert header["cinder_version"] and "generate_cases.py" in header["command"]
+    assert header["counts"] == {section: len(DATA[section]) for section in header["counts"]}
     assert sum(header["counts"].values()) >= 500
 
 
 # --------------------------------------------------------------------------
-# capacity math: the public validated functions and the unvalidated cores
+# capacity math: the functions carrying Cinder's names answer as Cinder does,
+# for every input Cinder takes; where Cinder's arithmetic fails, InvalidInput
+
+
+def _same_as_cinder(case: dict[str, Any], core: Any, public: Any) -> None:
+    if "raises" in case:
+        with pytest.raises(CINDER_ERRORS[case["raises"]]):
+            core()
+        with pytest.raises(InvalidInput, match="Cinder's scheduler fails"):
+            public()
+    else:
+        assert core() == case["output"]
+        assert public() == case["output"]
+
 
 @pytest.mark.parametrize("case", cases("capacity_factors"))
 def test_capacity_factors(case: dict[str, Any]) -> None:
-    assert _factors(*case["input"]) == case["output"]
-    assert calculate_capacity_factors(*case["input"]) == case["output"]
+    _same_as_cinder(case, lambda: _factors(*case["input"]),
+                    lambda: calculate_capacity_factors(*case["input"]))
 
 
 @pytest.mark.parametrize("case", cases("virtual_free"))
 def test_virtual_free_capacity(case: dict[str, Any]) -> None:
-    assert _factors(*case["input"])["virtual_free_capacity"] == case["output"]
-    assert calculate_virtual_free_capacity(*case["input"]) == case["output"]
-
-
-def _is_capacity(value: Any) -> bool:
-    return (not isinstance(value, bool) and isinstance(value, (int, float))
-            and math.isfinite(value) and value >= 0)
-
-
-def _is_ratio(value: Any, *, allow_auto: bool = True) -> bool:
-    if isinstance(value, str) and value.strip().lower() == "auto":
-        return allow_auto
-    if isinstance(value, bool):
-        return False
-    try:
-        return float(value) >= 1.0
-    except (TypeError, ValueError):
-        return False
-
-
-def _public_ratio_accepts(capability: dict[str, Any], global_ratio: Any) -> bool:
-    """Whether the validated calculate_max_over_subscription_ratio takes these inputs."""
-    capacities = ("total_capacity_gb", "free_capacity_gb", "provisioned_capacity_gb",
-                  "allocated_capacity_gb")
-    if not all(_is_capacity(capability[k]) for k in capacities if k in capability):
-        return False
-    ratio = capability.get("max_over_subscription_ratio")
-    return (_is_ratio(global_ratio)
-            and capability.get("free_capacity_gb", 0) <= capability.get("total_capacity_gb", 0)
-            and (ratio is None or _is_ratio(ratio))
-            and isinstance(capability.get("thin_provisioning_support", False), bool))
-
-
-def _auto_spelled_lowercase(capability: dict[str, Any], global_ratio: Any,
-                            ) -> tuple[dict[str, Any], Any]:
-    """The inputs with any 'Auto'/'AUTO' spelled the one way Cinder understands."""
-    def fix(value: Any) -> Any:
-        return "auto" if isinstance(value, str) and value.strip().lower() == "auto" else value
-    fixed = dict(capability)
-    if "max_over_subscription_ratio" in fixed:
-        fixed["max_over_subscription_ratio"] = fix(fixed["max_over_subscription_ratio"])
-    return fixed, fix(global_ratio)
+    _same_as_cinder(case, lambda: _factors(*case["input"])["virtual_free_capacity"],
+                    lambda: calculate_virtual_free_capacity(*case["input"]))
 
 
 @pytest.mark.parametrize("case", cases("max_over_subscription_ratio"))
 def test_max_over_subscription_ratio(case: dict[str, Any]) -> None:
     capability, global_ratio = case["input"]["capability"], case["input"]["global"]
-    if "raises" in case:
-        with pytest.raises(CINDER_ERRORS[case["raises"]]):
-            _resolve_ratio(capability, global_ratio)
-        spelled = _auto_spelled_lowercase(capability, global_ratio)
-        if spelled != (capability, global_ratio):
-            # the kit reads 'Auto' as 'auto' where Cinder's float() chokes on it
-            assert calculate_max_over_subscription_ratio(capability, global_ratio) \
-                == _resolve_ratio(*spelled)
-        else:
-            with pytest.raises(InvalidInput):
-                calculate_max_over_subscription_ratio(capability, global_ratio)
-        return
-    assert _resolve_ratio(capability, global_ratio) == case["output"]
-    if _public_ratio_accepts(capability, global_ratio):
-        assert calculate_max_over_subscription_ratio(capability, global_ratio) \
-            == case["output"]
-    else:
-        with pytest.raises(InvalidInput):
-            calculate_max_over_subscription_ratio(capability, global_ratio)
+    _same_as_cinder(case, lambda: _resolve_ratio(capability, global_ratio),
+                    lambda: calculate_max_over_subscription_ratio(capability, global_ratio))
 
 
-def test_ratio_cases_cover_both_validated_and_refused_inputs() -> None:
-    verdicts = {_public_ratio_accepts(c["input"]["capability"], c["input"]["global"])
-                for c in DATA["max_over_subscription_ratio"] if "raises" not in c}
-    assert verdicts == {True, False}
+def _inputs(section: str) -> list[Any]:
+    return [case["input"] for case in DATA[section] if "raises" not in case]
+
+
+def test_cases_include_what_cinder_takes_and_a_report_never_says() -> None:
+    """Strings, 'infinite'/'unknown', a ratio of 0 or below 1, reserved outside 0..100."""
+    factors = _inputs("capacity_factors")
+    assert any(isinstance(args[0], str) for args in factors)
+    assert any(0 < args[4] < 1 for args in factors if not isinstance(args[4], str))
+    assert any(args[4] == 0 for args in factors)
+    assert any(not 0 <= float(args[5]) <= 100 for args in factors)
+    assert any(args[0] < 0 or args[2] < 0 for args in factors if not isinstance(args[0], str))
+    ratios = _inputs("max_over_subscription_ratio")
+    capabilities = [given["capability"] for given in ratios]
+    assert any(c.get("max_over_subscription_ratio") == 0 for c in capabilities)
+    assert any(given["global"] == "0.5" for given in ratios)
+    assert any(c.get("total_capacity_gb") == "infinite" for c in capabilities)
+    assert any(c.get("free_capacity_gb") == "unknown" for c in capabilities)
+    assert any(c.get("max_over_subscription_ratio") == "2.0" for c in capabilities)
+
+
+def test_a_ratio_of_0_falls_back_to_the_global_ratio() -> None:
+    pool = {"thin_provisioning_support": True, "total_capacity_gb": 100,
+            "free_capacity_gb": 50, "provisioned_capacity_gb": 10,
+            "max_over_subscription_ratio": 0}
+    assert calculate_max_over_subscription_ratio(pool, "0.5") == 0.5
+    assert calculate_max_over_subscription_ratio(pool, "auto") == 1 + 10 / 51
+    assert calculate_max_over_subscription_ratio(
+        dict(pool, total_capacity_gb="unknown"), "0.5") == 1.0
 
 
 # --------------------------------------------------------------------------

@@ -39,6 +39,9 @@ def test_volume_lifecycle_and_refusal(capsys):
     assert code == 3 and "provisioned_cap" in err and "FAILED" in err
     code, out, _ = run(capsys, "stats")
     assert "volume" in out.splitlines()[0] and "pool" in out
+    code, _, err = run(capsys, "delete", "volume-1")
+    assert code == 1 and "snap-1" in err  # a volume with snapshots is not deleted
+    assert run(capsys, "delete-snapshot", "snap-1")[0] == 0
     assert run(capsys, "delete", "volume-1")[0] == 0
     assert run(capsys, "delete", "volume-1")[0] == 4
     code, out, _ = run(capsys, "pools")

@@ -17,7 +17,7 @@ def test_defaults_follow_cinder():
     conf = load_backend_config()
     assert conf.max_over_subscription_ratio == 20.0
     assert conf.reserved_percentage == 0
-    assert conf.over_provisioning_calculation == "cinder"
+    assert conf.over_provisioning_calculation == "standard"  # what Cinder's filter checks
 
 
 def test_backend_sections(tmp_path):

@@ -1,0 +1,181 @@
+"""Every option does what its help says: one observable effect per option.
+
+A new option without an entry here fails ``test_every_option_has_a_proof``.
+"""
+
+import os
+
+import pytest
+
+from driver_kit import CapacityExceeded, GiB, SetupError, load_backend_config
+from driver_kit.config import DEFAULT_OPTS, KIT_OPTS
+from driver_kit.loading import load_driver
+from lvm_driver.driver import LVM_OPTS, ThinLVMDriver
+
+
+def _driver(tmp_path, setup=True, **extra):
+    overrides = {"lvm_backend": "simulator", "volume_group": "dkvg",
+                 "lvm_simulator_state_file": str(tmp_path / "state.json"),
+                 "lock_path": str(tmp_path / "locks"), "lvm_simulator_vg_size_gb": 20}
+    overrides.update(extra)
+    tmp_path.mkdir(parents=True, exist_ok=True)
+    driver = ThinLVMDriver(load_backend_config(extra_opts=LVM_OPTS, overrides=overrides))
+    if setup:
+        driver.do_setup()
+    return driver
+
+
+def _pool(driver, index=0):
+    return driver.get_volume_stats(refresh=True)["pools"][index]
+
+
+def _enabled_backends(tmp_path):
+    conf = tmp_path / "kit.conf"
+    conf.write_text("[DEFAULT]\nenabled_backends = lvm-b\n[lvm-b]\n"
+                    "lvm_backend = simulator\nvolume_group = vg-b\n")
+    assert load_driver([str(conf)]).configuration.backend == "lvm-b"
+
+
+def _volume_driver(tmp_path):
+    driver = load_driver(overrides={"volume_driver": "tests.unit.memdriver:MemoryDriver"})
+    assert type(driver).__name__ == "MemoryDriver"
+
+
+def _volume_backend_name(tmp_path):
+    stats = _driver(tmp_path, volume_backend_name="gold").get_volume_stats(refresh=True)
+    assert stats["volume_backend_name"] == "gold"
+
+
+def _ratio(tmp_path):
+    assert _pool(_driver(tmp_path, max_over_subscription_ratio="3.5"))[
+        "max_over_subscription_ratio"] == 3.5
+
+
+def _reserved(tmp_path):
+    assert _pool(_driver(tmp_path, reserved_percentage=7))["reserved_percentage"] == 7
+
+
+def _calculation(tmp_path):
+    for calculation, checks in (("standard", {"provisioned_cap"}),
+                                ("cinder", {"provisioned_cap", "free_cap"})):
+        driver = _driver(tmp_path / calculation, over_provisioning_calculation=calculation)
+        with pytest.raises(CapacityExceeded) as err:
+            driver.create_volume("huge", 10**6)
+        assert {c.name for c in err.value.decision.checks} == checks
+
+
+def _lock_path(tmp_path):
+    driver = _driver(tmp_path, lock_path=str(tmp_path / "here"))
+    driver.create_volume("volume-a", 1)
+    assert os.path.dirname(driver.lock_file()) == str(tmp_path / "here")
+    assert os.path.exists(driver.lock_file())
+
+
+def _notified(tmp_path, **extra):
+    """Events after a 2 GiB thin and a 2 GiB thick volume (the thick pool is used)."""
+    events = []
+    driver = _driver(tmp_path, lvm_offer_thick=True, lvm_thin_pool_size_percent=50, **extra)
+    driver.notifier = lambda event, payload: events.append(event)
+    driver.create_volume("volume-a", 2)
+    driver.create_volume("thick-a", 2, extra_specs={"provisioning:type": "thick"})
+    driver.get_volume_stats(refresh=True)
+    return events
+
+
+def _used_percent(tmp_path):
+    assert "capacity.used_over_threshold" not in _notified(tmp_path / "a")
+    events = _notified(tmp_path / "b", capacity_warning_used_percent=1.0)
+    assert "capacity.used_over_threshold" in events
+
+
+def _provisioned_percent(tmp_path):
+    assert "capacity.provisioned_over_limit" not in _notified(tmp_path / "a")
+    events = _notified(tmp_path / "b", capacity_warning_provisioned_percent=0.0)
+    assert "capacity.provisioned_over_limit" in events
+
+
+def _stats_timeout(tmp_path):
+    driver = _driver(tmp_path, stats_timeout=0.25)
+    driver.simulator.inject("lvs", delay_s=2.0)
+    pool = _pool(driver)
+    assert pool["backend_state"] == "down" and "0.25" in pool["down_reason"]
+
+
+def _volume_group(tmp_path):
+    assert _pool(_driver(tmp_path, volume_group="vg-other"))["location_info"] == \
+        "ThinLVMDriver:vg-other:vg-other-pool"
+
+
+def _thin_pool_name(tmp_path):
+    assert _pool(_driver(tmp_path, lvm_thin_pool_name="thin-1"))["pool_name"] == "thin-1"
+
+
+def _create_thin_pool(tmp_path):
+    driver = _driver(tmp_path, lvm_create_thin_pool=False)
+    with pytest.raises(SetupError, match="lvm_create_thin_pool = true"):
+        driver.check_for_setup_error()
+
+
+def _pool_size_percent(tmp_path):
+    assert _pool(_driver(tmp_path, lvm_thin_pool_size_percent=50))[
+        "total_capacity_gb"] == 10
+
+
+def _offer_thick(tmp_path):
+    stats = _driver(tmp_path, lvm_offer_thick=True).get_volume_stats(refresh=True)
+    assert [p["pool_name"] for p in stats["pools"]] == ["dkvg-pool", "dkvg"]
+
+
+def _conf_file(tmp_path):
+    driver = _driver(tmp_path, setup=False, lvm_conf_file=str(tmp_path / "etc" / "lvm.conf"))
+    assert driver.executor.environment()["LVM_SYSTEM_DIR"] == str(tmp_path / "etc")
+
+
+def _root_helper(tmp_path):
+    driver = _driver(tmp_path, setup=False, lvm_backend="real",
+                     lvm_root_helper="sudo -n")
+    assert driver.executor._runner.root_helper == "sudo -n"  # noqa: the runner it built
+
+
+def _command_timeout(tmp_path):
+    assert _driver(tmp_path, setup=False, lvm_command_timeout=7.5).executor.timeout_s == 7.5
+
+
+def _backend(tmp_path):
+    assert _driver(tmp_path, setup=False).simulator is not None
+    assert _driver(tmp_path, setup=False, lvm_backend="real").simulator is None
+
+
+def _state_file(tmp_path):
+    _driver(tmp_path, lvm_simulator_state_file=str(tmp_path / "elsewhere.json"))
+    assert (tmp_path / "elsewhere.json").exists()
+
+
+def _vg_size(tmp_path):
+    driver = _driver(tmp_path, lvm_simulator_vg_size_gb=3, lvm_offer_thick=True)
+    assert driver.vg.vg_info().vg_size_bytes == 3 * GiB
+
+
+PROOFS = {
+    "enabled_backends": _enabled_backends, "volume_driver": _volume_driver,
+    "volume_backend_name": _volume_backend_name, "max_over_subscription_ratio": _ratio,
+    "reserved_percentage": _reserved, "over_provisioning_calculation": _calculation,
+    "lock_path": _lock_path, "capacity_warning_used_percent": _used_percent,
+    "capacity_warning_provisioned_percent": _provisioned_percent,
+    "stats_timeout": _stats_timeout, "volume_group": _volume_group,
+    "lvm_thin_pool_name": _thin_pool_name, "lvm_create_thin_pool": _create_thin_pool,
+    "lvm_thin_pool_size_percent": _pool_size_percent, "lvm_offer_thick": _offer_thick,
+    "lvm_conf_file": _conf_file, "lvm_root_helper": _root_helper,
+    "lvm_command_timeout": _command_timeout, "lvm_backend": _backend,
+    "lvm_simulator_state_file": _state_file, "lvm_simulator_vg_size_gb": _vg_size,
+}
+
+
+def test_every_option_has_a_proof():
+    declared = {opt.dest for opt in [*DEFAULT_OPTS, *KIT_OPTS, *LVM_OPTS]}
+    assert declared == set(PROOFS)
+
+
+@pytest.mark.parametrize("option", sorted(PROOFS))
+def test_option_is_read(option, tmp_path):
+    PROOFS[option](tmp_path)
