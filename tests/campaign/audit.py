@@ -18,7 +18,7 @@ import threading
 import time
 from typing import Any
 
-from lvm_driver.driver import VOLUME_TAG
+from lvm_driver.driver import SNAPSHOT_TAG, VOLUME_TAG
 from lvm_driver.executor import CommandResult, LVMTimeoutError, Runner
 from lvm_driver.simulator import LVMSimulator
 
@@ -85,8 +85,10 @@ def is_driver_tagged(tags: list[str] | tuple[str, ...]) -> bool:
 
 
 def is_volume(rec: dict[str, Any]) -> bool:
-    """A thin LV counts as provisioned unless it is a snapshot (an origin, no volume tag)."""
-    return not rec.get("origin") or VOLUME_TAG in rec["tags"]
+    """A thin LV counts as provisioned unless it is a snapshot: the driver's snapshot tag
+    (which outlives the origin), or an origin and no volume tag (README)."""
+    return SNAPSHOT_TAG not in rec["tags"] and (not rec.get("origin")
+                                                or VOLUME_TAG in rec["tags"])
 
 
 def lv_map(state: dict[str, Any], vg_name: str) -> dict[str, dict[str, Any]]:
@@ -108,8 +110,7 @@ def vg_totals(state: dict[str, Any], vg_name: str, pool: str) -> dict[str, int]:
     thin = linear = 0
     used = vg["pmspare_extents"]
     for lv in vg["lvs"].values():
-        if lv["kind"] == "thin" and lv["pool"] == pool and (
-                not lv.get("origin") or VOLUME_TAG in lv["tags"]):
+        if lv["kind"] == "thin" and lv["pool"] == pool and is_volume(lv):
             thin += lv["extents"] * extent
         elif lv["kind"] == "linear":
             linear += lv["extents"] * extent
@@ -163,6 +164,15 @@ class AuditSimulator(LVMSimulator):
             "totals": vg_totals(state, self.vg_name, self.pool_name)}
         return super()._run(state, argv, timeout_s)
 
+    def remove_exact(self, name: str, uuid: str) -> bool:
+        """``lvremove -f`` of ``name`` if, under the lock, it is still the LV ``uuid``."""
+        argv = ["lvremove", "-f", f"{self.vg_name}/{name}"]
+        with self._transaction(argv) as state:
+            lv = state["vgs"].get(self.vg_name, {}).get("lvs", {}).get(name)
+            if lv is None or lv["uuid"] != uuid:
+                return False
+            return self._run(state, argv, 60.0).exit_code == 0
+
     def _take_fault(self, state: dict[str, Any], argv: list[str]) -> dict[str, Any] | None:
         if self.immune:
             return None
@@ -195,10 +205,33 @@ class AuditSimulator(LVMSimulator):
                   **changes}
         for rec in changes["removed"]:  # LVM forgets the origin of their snapshots
             rec["snapshots"] = sorted(other["name"] for other in pending["before"].values()
-                                      if other.get("origin") == rec["name"])
+                                      if other.get("origin") == rec["name"]
+                                      and other["kind"] == "thin" and not is_volume(other))
         self.last_mutation = record
         if self.journal is not None:
             self.journal.write(record)
+
+
+def follow_into_threads() -> None:
+    """Threads started during an operation work for it (the driver may read the backend
+    in a thread of its own): they inherit the operation and its command list."""
+    if getattr(threading.Thread, "_campaign_follows", False):
+        return
+    init, run = threading.Thread.__init__, threading.Thread.run
+
+    def __init__(self: threading.Thread, *args: Any, **kwargs: Any) -> None:
+        init(self, *args, **kwargs)
+        self._campaign_op = (current_op(), getattr(_LOCAL, "commands", None))
+
+    def _run(self: threading.Thread) -> None:
+        op, commands = getattr(self, "_campaign_op", (None, None))
+        if commands is not None:
+            _LOCAL.op, _LOCAL.commands = op, commands
+        run(self)
+
+    threading.Thread.__init__ = __init__  # type: ignore[method-assign]
+    threading.Thread.run = _run  # type: ignore[method-assign]
+    threading.Thread._campaign_follows = True  # type: ignore[attr-defined]
 
 
 class Recorder:

@@ -48,7 +48,7 @@ GiB = 1024 ** 3
 #: the roles whose commands are the driver's (the probe is a fresh driver process)
 DRIVER_ROLES = frozenset({"driver", "probe"})
 #: roles whose LVs are not the driver's business
-OUTSIDE_ROLES = frozenset({"operator", "setup"})
+OUTSIDE_ROLES = frozenset({"operator", "setup", "janitor"})
 
 
 def _gb(nbytes: float) -> str:
@@ -74,6 +74,7 @@ class Limits:
 
         thin_total = _floor2_gb(pool_bytes)
         cap = (Fraction(str(thin_total)) - reserved(thin_total)) * Fraction(str(ratio))
+        cap = Fraction(math.ceil(cap * 100), 100)  # Cinder's filter takes it to 2 decimals
         thick_total = _floor2_gb(thick_total_bytes)
         return cls(cap_thin_bytes=cap * GiB,
                    thick_reserved_bytes=reserved(thick_total) * GiB)
@@ -191,7 +192,10 @@ class Checker:
 
     def _end(self, rec: dict[str, Any]) -> None:
         cmds = rec.pop("cmds", [])
-        for _, exit_code, faults in cmds:
+        for command in cmds:
+            exit_code, faults = command[1], command[2]
+            # a command still running when its request gave up on it (stats_timeout)
+            command[2] = faults = ["slow_abandoned" if f == "slow" else f for f in faults]
             self.faults_taken.update(faults)
             if exit_code == "timeout" and not faults:  # real LVM: killed mid-flight
                 self.faults_taken["killed at lvm_command_timeout"] += 1

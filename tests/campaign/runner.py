@@ -25,11 +25,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from driver_kit.admission import AdmissionGate
+from lvm_driver.driver import SNAPSHOT_TAG
 from lvm_driver.executor import LVMError, LVMExecutor
 
 from tests.campaign import actors, locks, lvstate, outcomes
 from tests.campaign.audit import AuditSimulator, vg_totals
-from tests.campaign.checks import Checker, Limits, Violation
+from tests.campaign.checks import OUTSIDE_ROLES, Checker, Limits, Violation
 from tests.campaign.journal import Journal, Tail
 from tests.campaign.plan import make_plan, ops_by_id, planned_names
 from tests.campaign.report import render
@@ -120,6 +121,7 @@ class Campaign:
         self.incarnation: Counter[int] = Counter()
         self.crashes: Counter[int] = Counter()
         self.done: set[int] = set()
+        self.swept: Counter[str] = Counter()
 
     # -- set-up -------------------------------------------------------------------------------
 
@@ -162,7 +164,8 @@ class Campaign:
                    "max_over_subscription_ratio": str(conf["ratio"]),
                    "reserved_percentage": conf["reserved"],
                    "over_provisioning_calculation": conf["calculation"],
-                   "lvm_command_timeout": conf["timeout_s"], "lvm_offer_thick": True,
+                   "lvm_command_timeout": conf["timeout_s"], "stats_timeout": conf["timeout_s"],
+                   "lvm_offer_thick": True,
                    "lvm_backend": "simulator" if self.sim else "real",
                    "lvm_simulator_state_file": self.state_file}}
         with open(os.path.join(self.run_dir, "config.json"), "w", encoding="utf-8") as handle:
@@ -212,6 +215,20 @@ class Campaign:
                              time.monotonic())
         self._spawn(slot)
 
+    def _sweep(self) -> None:
+        """The janitor: an operator removing what failed requests left behind (their
+        violation is already recorded), so that strays do not fill the pool for the
+        rest of a long campaign. Only the very LV seen (by uuid) is removed."""
+        now = time.monotonic()
+        for uuid, history in list(self.checker.history.items()):
+            if history.removed_t is not None or history.role in OUTSIDE_ROLES:
+                continue
+            end = self.checker.ends.get(history.created_by)
+            stray = end is not None and end["outcome"] != "ok" and now - end["t"] > 2.0
+            orphan = SNAPSHOT_TAG in history.tags and not history.origin
+            if (stray or orphan) and self.janitor.remove_exact(history.name_at(now), uuid):
+                self.swept["stray" if stray else "orphaned snapshot"] += 1
+
     def _reap(self) -> None:
         for slot, proc in list(self.procs.items()):
             code = proc.poll()
@@ -251,6 +268,9 @@ class Campaign:
                                     journal=Journal(os.path.join(self.run_dir,
                                                                  "operator.jsonl")))
             run_cmd, last_uuid = actors.sim_operator_runner(op_sim)
+            self.janitor = AuditSimulator(
+                self.state_file, role="janitor", vg_name=self.vg, pool_name=self.pool,
+                immune=True, journal=Journal(os.path.join(self.run_dir, "janitor.jsonl")))
             injector = actors.FaultInjector(self.tool, seed=self.s.seed,
                                             timeout_s=self.conf["timeout_s"],
                                             rate=self.s.fault_rate)
@@ -287,6 +307,8 @@ class Campaign:
                     self._kill_holder()
                 if now - last_state_check >= STATE_CHECK_EVERY_S * (1 if self.sim else 60):
                     self._check_state()
+                    if self.sim:
+                        self._sweep()
                     last_state_check = now
                 self._reap()
                 if now > deadline:
@@ -363,7 +385,8 @@ class Campaign:
             f"{self.checker.limits.thick_reserved_bytes / GiB:.0f} GiB",
             f"replay: {replay_command(self.s)}   (run directory {self.run_dir})"]
         extra = [f"operator: {dict(self.operator.counts)}; its LVs at the end: "
-                 f"{sorted(mine)}", *self.kill_log, *probe_lines,
+                 f"{sorted(mine)}", f"janitor removed: {dict(self.swept) or 'nothing'}",
+                 *self.kill_log, *probe_lines,
                  f"LVs at the end: {len(final)}"]
         text = render(self.checker, header=header,
                       injected=injector.injected if injector else Counter(),

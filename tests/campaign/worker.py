@@ -186,6 +186,7 @@ def main(argv: list[str]) -> int:
     threads = cfg["threads"]
     queues = plan[slot * threads:(slot + 1) * threads]
     skip = started_ops(run_dir, slot)
+    audit.follow_into_threads()
     journal = Journal(os.path.join(run_dir, f"ops-p{slot}-{incarnation}.jsonl"))
     driver = build_driver(cfg, journal, "driver")
     set_up(driver)
