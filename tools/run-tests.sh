@@ -2,9 +2,10 @@
 # The whole test suite, installing what it needs on a fresh machine:
 #   1. a venv (.venv) with the project and its test extra;
 #   2. every host test: unit, Cinder agreement, simulator functional scenarios,
-#      compliance harness (pytest, warnings as errors, zero tests = failure);
-#   3. the real-LVM lane: the functional scenarios on a real thin pool inside a
-#      VM (tests/realvm). Needs root; installs its Debian packages itself.
+#      compliance harness, the fault campaign at CI size (pytest, warnings as
+#      errors, zero tests = failure);
+#   3. the real-LVM lane: the functional scenarios and a short fault campaign
+#      on a real thin pool inside a VM (tests/realvm). Needs root; installs its Debian packages itself.
 #      Under CI=true it is mandatory; elsewhere, without root, it is skipped
 #      with one loud line saying why.
 # Results (JUnit XML) go to test-results/.
@@ -51,7 +52,7 @@ elif [ "$(id -u)" != 0 ]; then
     echo "run-tests: REAL-LVM LANE NOT RUN: needs root (it installs qemu and boots a VM)" >&2
 else
     bash tests/realvm/install_deps.sh .venv/bin/python
-    bash tests/realvm/run_in_vm.sh -- .venv/bin/python -m pytest tests/functional tests/compliance \
+    bash tests/realvm/run_in_vm.sh -- .venv/bin/python -m pytest tests/functional tests/compliance tests/campaign \
         -m realvm -p no:cacheprovider --junitxml=test-results/realvm.xml -v
 fi
 echo "run-tests: all lanes passed"
