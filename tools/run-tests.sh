@@ -26,12 +26,18 @@ if [ ! -x .venv/bin/python ]; then
     "$python" -m venv .venv
 fi
 .venv/bin/python -m pip install -q --upgrade pip
-.venv/bin/python -m pip install -q -e '.[test,cinder]'
+.venv/bin/python -m pip install -q -e '.[test,cinder,coordination]'
 # tests/ecosystem/test_devstack.py lints the DevStack plugin with ShellCheck
 if ! command -v shellcheck >/dev/null && [ "$(id -u)" = 0 ]; then
     apt-get install -y -q shellcheck >/dev/null 2>&1 \
         || { apt-get update -q >/dev/null && apt-get install -y -q shellcheck >/dev/null; } \
         || echo "run-tests: could not install shellcheck" >&2
+fi
+# tests/unit/test_coordination.py runs a real etcd (Debian's etcd-server)
+if ! command -v etcd >/dev/null && [ "$(id -u)" = 0 ]; then
+    apt-get install -y -q etcd-server >/dev/null 2>&1 \
+        || { apt-get update -q >/dev/null && apt-get install -y -q etcd-server >/dev/null; } \
+        || echo "run-tests: could not install etcd-server" >&2
 fi
 mkdir -p test-results
 
