@@ -10,15 +10,13 @@ import multiprocessing
 import os
 import shutil
 import signal
-import socket
-import subprocess
 import time
-import urllib.request
 
 import pytest
 
 from driver_kit import CapacityExceeded, load_backend_config
 from driver_kit.exceptions import CoordinationError
+from tests.etcd_server import run_etcd
 from tests.unit.test_driver import FileDriver
 
 HOSTS = 3
@@ -30,36 +28,11 @@ pytestmark = pytest.mark.skipif(
            "tools/run-tests.sh does as root); the cross-host admission proof did not run")
 
 
-def _port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @pytest.fixture
 def etcd(tmp_path):
     """A real etcd on random loopback ports, data in a temp dir; yields (url, process)."""
-    client, peer = f"http://127.0.0.1:{_port()}", f"http://127.0.0.1:{_port()}"
-    proc = subprocess.Popen(
-        ["etcd", "--name", "dk", "--data-dir", str(tmp_path / "etcd-data"),
-         "--listen-client-urls", client, "--advertise-client-urls", client,
-         "--listen-peer-urls", peer, "--initial-advertise-peer-urls", peer,
-         "--initial-cluster", f"dk={peer}"],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    try:
-        for _ in range(200):
-            try:
-                with urllib.request.urlopen(client + "/health", timeout=1) as r:
-                    if b"true" in r.read():
-                        break
-            except OSError:
-                time.sleep(0.05)
-        else:
-            pytest.fail("etcd did not become healthy")
+    with run_etcd(str(tmp_path / "etcd-data")) as (client, proc):
         yield "etcd3+" + client + "/?timeout=3", proc
-    finally:
-        proc.kill()
-        proc.wait()
 
 
 class SlowFileDriver(FileDriver):
