@@ -116,7 +116,9 @@ class VolumeDriver(abc.ABC):
         self.configuration = configuration or load_backend_config(
             extra_opts=self.OPTIONS)
         self.notifier: Notifier = notifier or log_notifier
-        self._gate = AdmissionGate(self.configuration.lock_path)
+        self._gate = AdmissionGate(
+            self.configuration.lock_path,
+            coordination_url=getattr(self.configuration, "coordination_backend_url", None))
         self._stats: dict[str, Any] | None = None
         self._stats_lock = threading.Lock()
         self._known_pools: tuple[str, ...] = ()
