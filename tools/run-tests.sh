@@ -53,7 +53,9 @@ elif [ "$(id -u)" != 0 ]; then
     echo "run-tests: REAL-LVM LANE NOT RUN: needs root (it installs qemu and boots a VM)" >&2
 else
     bash tests/realvm/install_deps.sh .venv/bin/python
-    bash tests/realvm/run_in_vm.sh -- .venv/bin/python -m pytest tests/functional tests/compliance tests/campaign \
+    # the lane grew (harness tour, campaign): give the VM room under TCG
+    DK_REALVM_TIMEOUT="${DK_REALVM_TIMEOUT:-2400}" \
+        bash tests/realvm/run_in_vm.sh -- .venv/bin/python -m pytest tests/functional tests/compliance tests/campaign \
         -m realvm -p no:cacheprovider --junitxml=test-results/realvm.xml -v
 fi
 echo "run-tests: all lanes passed"
