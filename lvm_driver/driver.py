@@ -53,6 +53,9 @@ SNAPSHOT_TAG = "driver_kit_snapshot"
 #: clean-up after a failure removes only what that very request made
 REQUEST_TAG_PREFIX = "driver_kit_request_"
 
+#: how often the clean-up after a failed create is tried when it fails itself
+CLEANUP_ATTEMPTS = 3
+
 #: what ``ThinLVMDriver._kind`` calls the LVs the driver manages
 _VOLUME = "a volume"
 _SNAPSHOT = "a snapshot"
@@ -364,15 +367,25 @@ class ThinLVMDriver(VolumeDriver):
         except AlreadyExists:  # LVM checks the name before it changes anything
             raise
         except Exception:
+            self._remove_marked(name, tag, marker)
+            raise
+
+    def _remove_marked(self, name: str, tag: str, marker: str) -> None:
+        """Remove LV ``name`` if it carries ``marker``; a clean-up that itself fails
+        (a faulted ``lvs`` or ``lvremove``) is tried again, up to CLEANUP_ATTEMPTS."""
+        for attempt in range(1, CLEANUP_ATTEMPTS + 1):
             try:
                 lv = self.vg.report().find_lv(name)
                 if lv is not None and marker in lv.tags and tag in lv.tags:
                     LOG.warning("create of %s failed after LVM made it; removing it", name)
                     self.vg.delete(name)
+                return
+            except NotFound:  # gone between the read and the lvremove
+                return
             except Exception:  # report the original failure, not the clean-up's
-                LOG.exception("could not clean up %s after a failed create; an LV left "
-                              "behind carries tag %s", name, marker)
-            raise
+                LOG.exception("clean-up %d/%d of %s after a failed create failed; an LV "
+                              "left behind carries tag %s", attempt, CLEANUP_ATTEMPTS,
+                              name, marker)
 
     def backend_create_volume(self, name: str, size_gb: int, *, pool_name: str,
                               thin: bool) -> None:

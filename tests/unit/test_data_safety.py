@@ -227,3 +227,13 @@ def test_stats_slower_than_stats_timeout_fail_closed(sim, tmp_path):
     assert all(p["backend_state"] == "down" for p in pools)
     assert all("stats_timeout" in p["down_reason"] or "0.5 s" in p["down_reason"]
                for p in pools)
+
+
+def test_a_clean_up_that_fails_itself_is_tried_again(sim, tmp_path):
+    driver = make(tmp_path)
+    sim.inject("lvcreate", fail_after_apply=True, exit_code=139)
+    sim.inject("lvs", exit_code=5)          # the clean-up's first read fails
+    sim.inject("lvremove", exit_code=5)     # and its first removal
+    with pytest.raises(BackendError):
+        driver.create_volume("volume-a", 1)
+    assert "volume-a" not in lvs(sim)
