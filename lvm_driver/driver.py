@@ -54,7 +54,7 @@ SNAPSHOT_TAG = "driver_kit_snapshot"
 REQUEST_TAG_PREFIX = "driver_kit_request_"
 
 #: how often the clean-up after a failed create is tried when it fails itself
-CLEANUP_ATTEMPTS = 3
+CLEANUP_ATTEMPTS = 4
 
 #: what ``ThinLVMDriver._kind`` calls the LVs the driver manages
 _VOLUME = "a volume"
@@ -372,16 +372,15 @@ class ThinLVMDriver(VolumeDriver):
 
     def _remove_marked(self, name: str, tag: str, marker: str) -> None:
         """Remove LV ``name`` if it carries ``marker``; a clean-up that itself fails
-        (a faulted ``lvs`` or ``lvremove``) is tried again, up to CLEANUP_ATTEMPTS."""
+        (a faulted ``lvs`` or ``lvremove``) is tried again, up to CLEANUP_ATTEMPTS
+        reads and removals."""
         for attempt in range(1, CLEANUP_ATTEMPTS + 1):
-            try:
+            try:  # done only when a read shows no LV with the marker
                 lv = self.vg.report().find_lv(name)
-                if lv is not None and marker in lv.tags and tag in lv.tags:
-                    LOG.warning("create of %s failed after LVM made it; removing it", name)
-                    self.vg.delete(name)
-                return
-            except NotFound:  # gone between the read and the lvremove
-                return
+                if lv is None or marker not in lv.tags or tag not in lv.tags:
+                    return
+                LOG.warning("create of %s failed after LVM made it; removing it", name)
+                self.vg.delete(name)
             except Exception:  # report the original failure, not the clean-up's
                 LOG.exception("clean-up %d/%d of %s after a failed create failed; an LV "
                               "left behind carries tag %s", attempt, CLEANUP_ATTEMPTS,
