@@ -9,33 +9,21 @@ import time
 import pytest
 
 from driver_kit import (AlreadyExists, BackendUnavailable, CapacityExceeded, GiB,
-                        InvalidInput, NotManaged, VolumeBusy, load_backend_config)
+                        InvalidInput, NotManaged, VolumeBusy)
 from driver_kit.admission import _STATES
 from driver_kit.exceptions import BackendError
-from lvm_driver.driver import LVM_OPTS, REQUEST_TAG_PREFIX, VOLUME_TAG, ThinLVMDriver
-from lvm_driver.simulator import LVMSimulator
+from lvm_driver.driver import REQUEST_TAG_PREFIX, VOLUME_TAG
+from tests.unit.test_lvm_driver import make as make_driver
+from tests.unit.test_lvm_driver import sim  # noqa: F401 - the shared fixture
 
 EMPTY_REPORT = '{"report": [{"lv": []}]}'
 
 
-@pytest.fixture
-def sim(tmp_path):
-    simulator = LVMSimulator(state_file=str(tmp_path / "state.json"))
-    simulator.create_vg("dkvg", 12 * GiB)
-    simulator.run(["lvcreate", "-T", "-L", "10g", "dkvg/pool"])
-    return simulator
-
-
 def make(tmp_path, **extra):
-    overrides = {"lvm_backend": "simulator", "lvm_simulator_state_file":
-                 str(tmp_path / "state.json"), "volume_group": "dkvg",
-                 "lvm_thin_pool_name": "pool", "lock_path": str(tmp_path / "locks"),
-                 "max_over_subscription_ratio": "1.0", "lvm_command_timeout": 5.0,
-                 "over_provisioning_calculation": "standard", "lvm_offer_thick": True}
-    overrides.update(extra)
-    driver = ThinLVMDriver(load_backend_config(extra_opts=LVM_OPTS, overrides=overrides))
-    driver.do_setup()
-    return driver
+    """The unit tests' driver, at ratio 1.0, the standard calculation and a thick pool."""
+    return make_driver(tmp_path, **{"max_over_subscription_ratio": "1.0",
+                                    "over_provisioning_calculation": "standard",
+                                    "lvm_offer_thick": True, **extra})
 
 
 def lvs(sim):
