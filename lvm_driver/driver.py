@@ -47,20 +47,13 @@ from lvm_driver.executor import (LVMError, LVMExecutor, LVMOutputError,
                                  LVMVolumeGroupNotFoundError)
 from lvm_driver.lvm import (LogicalVolume, VGReport, VolumeGroup, validate_lv_name,
                             validate_vg_name)
+from lvm_driver.manage import ManageMixin
+from lvm_driver.tags import REQUEST_TAG_PREFIX, SNAPSHOT_TAG, VOLUME_TAG
 
 LOG = logging.getLogger(__name__)
 
 __all__ = ["ThinLVMDriver", "LVM_OPTS", "list_opts", "VOLUME_TAG", "SNAPSHOT_TAG",
            "COMPLIANCE_HOOKS"]
-
-#: tag on every volume the driver creates (tells clones from snapshots)
-VOLUME_TAG = "driver_kit_volume"
-#: tag on every snapshot the driver creates
-SNAPSHOT_TAG = "driver_kit_snapshot"
-
-#: prefix of the marker tag each create puts on its LV, unique to that request, so a
-#: clean-up after a failure removes only what that very request made
-REQUEST_TAG_PREFIX = "driver_kit_request_"
 
 #: how often the clean-up after a failed create is tried when it fails itself
 CLEANUP_ATTEMPTS = 4
@@ -125,7 +118,7 @@ def _gb_up(nbytes: int) -> int:
     return max(1, math.ceil(nbytes / GiB))
 
 
-class ThinLVMDriver(VolumeDriver):
+class ThinLVMDriver(ManageMixin, VolumeDriver):
     """A thin-pool LVM backend: stats from one ``lvs``, admission on every create."""
 
     VENDOR_NAME = "Open Source"
