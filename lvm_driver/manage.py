@@ -6,8 +6,10 @@ driver's tag, after which the driver may delete it. Capacity-neutral: the
 pools' provisioned capacity counts every LV already, whoever made it, so no
 admission runs. Unmanage removes the driver's tags (the LV keeps its name and
 data) and the driver never deletes it again. An LV the driver already owns
-is "already managed"; one that is open or has snapshots is "in use"; both
-are refused, and listed with Cinder's ``reason_not_safe``.
+is "already managed"; an open one (attached, mounted, exported) is "in use",
+as Cinder's LVM driver says; both are refused, and listed with Cinder's
+``reason_not_safe``. A volume with snapshots may be adopted (its snapshots
+after it); the driver then refuses to delete it while they exist.
 
 Revert follows Cinder's LVM driver: ``lvconvert --merge`` of the snapshot,
 the volume deactivated and activated again, the snapshot made anew.
@@ -62,11 +64,8 @@ class ManageMixin:
             return f"it is {what}, not {kind}"
         if self._tag_of(kind) in lv.tags:
             return "already managed"
-        noun = "volume" if kind == _VOLUME else "snapshot"
         if lv.attr.device_open:
-            return f"{noun} in use"
-        if self._snapshots_of(report, lv.name):
-            return f"{noun} in use"
+            return f"{'volume' if kind == _VOLUME else 'snapshot'} in use"
         if not lv.is_thin_volume and not self.offer_thick:
             return "a thick LV, and lvm_offer_thick is false (no thick pool to hold it)"
         return None
@@ -84,8 +83,8 @@ class ManageMixin:
             raise AlreadyExists(f"logical volume {self.vg_name}/{name} is already managed "
                                 f"by this driver")
         if reason is not None and reason.endswith("in use"):
-            raise VolumeBusy(f"logical volume {self.vg_name}/{name}: {reason} (open, or "
-                             f"it has snapshots): nothing was changed")
+            raise VolumeBusy(f"logical volume {self.vg_name}/{name}: {reason} (open: "
+                             f"attached, mounted or exported): nothing was changed")
         if reason is not None:
             raise InvalidInput(f"logical volume {self.vg_name}/{name} cannot be managed: "
                                f"{reason}")
@@ -194,11 +193,14 @@ class ManageMixin:
                 continue
             reason = self._why_not(report, lv, kind)
             info = self._info(lv)
+            snapshots = self._snapshots_of(report, lv.name)
             entry = {"reference": {REFERENCE_KEY: lv.name}, "size": info.size_gb,
                      "safe_to_manage": reason is None, "reason_not_safe": reason,
                      "cinder_id": None,
                      "extra_info": f"{'thin' if info.thin else 'thick'} LV in pool "
-                                   f"{info.pool_name}"}
+                                   f"{info.pool_name}" + (
+                                       f"; snapshots (manage them after it): "
+                                       f"{', '.join(snapshots)}" if snapshots else "")}
             if kind == _SNAPSHOT:
                 entry["source_reference"] = {REFERENCE_KEY: lv.origin}
             entries.append(entry)

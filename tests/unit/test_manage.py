@@ -40,16 +40,19 @@ def test_bad_references_are_refused_and_change_nothing(driver, sim, ref, error, 
     assert lvs(sim) == before
 
 
-def test_open_lvs_and_lvs_with_snapshots_are_in_use(driver, sim):
+def test_open_lvs_are_in_use_and_snapshots_are_named(driver, sim):
     sim.set_open("dkvg", "mine")
     with pytest.raises(VolumeBusy, match="volume in use"):
         driver.manage_existing("volume-b", {"source-name": "mine"})
-    sim.set_open("dkvg", "mine", False)
-    sim.run(["lvcreate", "-s", "-n", "mine-snap", "dkvg/mine"])
     listed = {e["reference"]["source-name"]: e for e in driver.manageable_volumes()}
     assert (listed["mine"]["safe_to_manage"], listed["mine"]["reason_not_safe"]) == \
         (False, "volume in use")
     assert "mine" in names(sim) and "volume-b" not in names(sim)
+    sim.set_open("dkvg", "mine", False)
+    sim.run(["lvcreate", "-s", "-n", "mine-snap", "dkvg/mine"])
+    listed = {e["reference"]["source-name"]: e for e in driver.manageable_volumes()}
+    assert listed["mine"]["safe_to_manage"] is True
+    assert listed["mine"]["extra_info"].endswith("(manage them after it): mine-snap")
 
 
 def test_the_pool_and_provisioning_type_must_be_the_lvs(driver, sim):
