@@ -9,7 +9,9 @@ data) and the driver never deletes it again. An LV the driver already owns
 is "already managed"; an open one (attached, mounted, exported) is "in use",
 as Cinder's LVM driver says; both are refused, and listed with Cinder's
 ``reason_not_safe``. A volume with snapshots may be adopted (its snapshots
-after it); the driver then refuses to delete it while they exist.
+after it); the driver then refuses to delete it while they exist. An
+unmanaged copy that still has its origin counts as a snapshot from then on,
+as any operator's thin LV with an origin does.
 
 Revert follows Cinder's LVM driver: ``lvconvert --merge`` of the snapshot,
 the volume deactivated and activated again, the snapshot made anew.
