@@ -27,12 +27,16 @@ setup(
             "testtools>=2.5,<3",
             "hypothesis>=6.0,<7",
             "prometheus-client>=0.17,<1",
+            # the rootwrap filters are proven with oslo.rootwrap's own matcher
+            "oslo.rootwrap>=7.0,<8",
         ],
         # pyparsing 3.3.3 breaks Cinder's filter and goodness functions (its
         # infix_notation regression, pyparsing#672); OpenStack pins 3.3.2
         "cinder": ["cinder>=25", "pyparsing!=3.3.3"],
         "exporter": ["prometheus-client>=0.17,<1"],
     },
+    # the root helper's filters: copy into cinder's rootwrap.d (README, devstack plugin)
+    data_files=[("etc/driver-kit/rootwrap.d", ["etc/driver-kit/rootwrap.d/driver-kit.filters"])],
     entry_points={
         "console_scripts": ["driver-kit = driver_kit.cli:main"],
         "oslo.config.opts": [

@@ -9,7 +9,6 @@ In a backend section of cinder.conf::
     volume_group = stack-volumes-kit
     max_over_subscription_ratio = 20.0
     reserved_percentage = 5
-    over_provisioning_calculation = cinder
 
 Cinder's volume manager builds the adapter with its ``Configuration`` object for
 that section; the adapter registers the kit's options and the wrapped driver's
@@ -55,6 +54,12 @@ A target helper that cannot be built (``cinder-rtstool`` missing for
 ``lioadm``, a shared target on a helper without it) is a configuration error
 at ``do_setup()``, like the others.
 
+Manage and unmanage (volumes and snapshots), the manageable listings, retype
+and revert to snapshot come from ``contrib.cinder_manage`` (see there).
+``volume_clear`` and ``volume_clear_size`` are Cinder's own options, read from
+the section and handed to the wrapped driver (the LVM driver wipes thick
+volumes with them on delete).
+
 The module imports without Cinder (``CINDER_AVAILABLE`` is then False and the
 class cannot be instantiated), so documentation and tests can load it anywhere.
 """
@@ -73,6 +78,8 @@ from driver_kit import (BackendError, CapacityExceeded, ConfigError, DriverKitEr
                         load_backend_config, make_conf)
 from driver_kit.config import KIT_OPTS
 from driver_kit.loading import driver_class
+
+from contrib.cinder_manage import ManageAdapterMixin
 
 try:
     from cinder import exception as cinder_exception
@@ -98,7 +105,8 @@ ADAPTER_OPTS = [
 ]
 #: options Cinder itself defines in every backend section: read, never re-registered
 _CINDER_OWNED = frozenset({"volume_driver", "volume_backend_name",
-                           "max_over_subscription_ratio", "reserved_percentage"})
+                           "max_over_subscription_ratio", "reserved_percentage",
+                           "volume_clear", "volume_clear_size"})
 _KIT_ONLY_OPTS = [opt for opt in KIT_OPTS if opt.dest not in _CINDER_OWNED]
 
 _Base: Any = cinder_driver.VolumeDriver if CINDER_AVAILABLE else object
@@ -112,7 +120,7 @@ def _cinder_lock_path() -> str | None:
         return None
 
 
-class DriverKitVolumeDriver(_Base):
+class DriverKitVolumeDriver(ManageAdapterMixin, _Base):
     """A Cinder volume driver that delegates every operation to a driver_kit driver."""
 
     VERSION = "1.0.0"
@@ -139,7 +147,8 @@ class DriverKitVolumeDriver(_Base):
             self._config_error: ConfigError | None = exc
         else:
             self._config_error = None
-            self.configuration.append_config_values(self._driver_class.OPTIONS)
+            self.configuration.append_config_values(
+                [opt for opt in self._driver_class.OPTIONS if opt.dest not in _CINDER_OWNED])
             self.VERSION = self._driver_class.DRIVER_VERSION
         if self._config_error is None:
             try:

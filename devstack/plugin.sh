@@ -41,8 +41,12 @@ function configure_driver_kit_backend {
     iniset "$CINDER_CONF" "$section" lvm_thin_pool_name "$DRIVER_KIT_THIN_POOL"
     iniset "$CINDER_CONF" "$section" lvm_create_thin_pool False
     iniset "$CINDER_CONF" "$section" lvm_offer_thick "$DRIVER_KIT_OFFER_THICK"
-    # cinder-volume runs as the stack user, who has password-less sudo in DevStack
-    iniset "$CINDER_CONF" "$section" lvm_root_helper sudo
+    # LVM as Cinder runs it: through cinder-rootwrap, with this project's filters
+    # (every command the driver runs) beside Cinder's own
+    sudo install -m 0644 "$DRIVER_KIT_DIR/etc/driver-kit/rootwrap.d/driver-kit.filters" \
+        "$CINDER_CONF_DIR/rootwrap.d/driver-kit.filters"
+    iniset "$CINDER_CONF" "$section" lvm_root_helper \
+        "sudo $(get_rootwrap_location cinder) $CINDER_CONF_DIR/rootwrap.conf"
     iniset "$CINDER_CONF" "$section" max_over_subscription_ratio \
         "$DRIVER_KIT_MAX_OVER_SUBSCRIPTION_RATIO"
     iniset "$CINDER_CONF" "$section" reserved_percentage "$DRIVER_KIT_RESERVED_PERCENTAGE"

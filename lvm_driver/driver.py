@@ -4,7 +4,8 @@ Built only on driver_kit's public API. Every stats refresh costs exactly one
 ``lvs`` process (bounded by ``stats_timeout``: a slower one fails closed);
 every create one fresh ``lvs`` plus one ``lvcreate``; every delete one ``lvs``
 plus one ``lvremove`` (a name that is not there: one ``lvs`` of that name
-more, LVM's own word that it is gone).
+more, LVM's own word that it is gone; a thick volume: one ``dd`` wiping it
+first, as ``volume_clear`` says).
 
 Pools: the thin pool is one pool (total = pool data size, free = data not
 yet written, also bounded by metadata use). When ``lvm_offer_thick`` is set,
@@ -46,23 +47,20 @@ from lvm_driver.executor import (LVMError, LVMExecutor, LVMOutputError,
                                  LVMVolumeGroupNotFoundError)
 from lvm_driver.lvm import (LogicalVolume, VGReport, VolumeGroup, validate_lv_name,
                             validate_vg_name)
+from lvm_driver.manage import ManageMixin
+from lvm_driver.tags import REQUEST_TAG_PREFIX, SNAPSHOT_TAG, VOLUME_TAG
 
 LOG = logging.getLogger(__name__)
 
 __all__ = ["ThinLVMDriver", "LVM_OPTS", "list_opts", "VOLUME_TAG", "SNAPSHOT_TAG",
            "COMPLIANCE_HOOKS"]
 
-#: tag on every volume the driver creates (tells clones from snapshots)
-VOLUME_TAG = "driver_kit_volume"
-#: tag on every snapshot the driver creates
-SNAPSHOT_TAG = "driver_kit_snapshot"
-
-#: prefix of the marker tag each create puts on its LV, unique to that request, so a
-#: clean-up after a failure removes only what that very request made
-REQUEST_TAG_PREFIX = "driver_kit_request_"
-
 #: how often the clean-up after a failed create is tried when it fails itself
 CLEANUP_ATTEMPTS = 4
+
+#: the slowest a wipe may write before it is stopped: lvm_command_timeout plus one
+#: second per MiB wiped
+WIPE_MIN_BYTES_PER_S = 1024 * 1024
 
 #: what ``ThinLVMDriver._kind`` calls the LVs the driver manages
 _VOLUME = "a volume"
@@ -92,6 +90,15 @@ LVM_OPTS = [
                     "root, 'sudo' otherwise."),
     cfg.FloatOpt("lvm_command_timeout", default=120.0,
                  help="Seconds an LVM command may run before it is stopped."),
+    cfg.StrOpt("volume_clear", default="zero", choices=["none", "zero"],
+               help="Method used to wipe a thick volume before its extents are freed on "
+                    "delete (Cinder's option of the same name): 'zero' overwrites it with "
+                    "zeros, 'none' does not wipe. Thin volumes are never wiped (a thin "
+                    "pool hands out zeroed blocks). A wipe takes time proportional to the "
+                    "size; the space is freed only once it completes."),
+    cfg.IntOpt("volume_clear_size", default=0, min=0, max=1024,
+               help="MiB to wipe at the start of a thick volume on delete (Cinder's "
+                    "option of the same name); 0 wipes the whole volume."),
     cfg.StrOpt("lvm_backend", default="real", choices=["real", "simulator"],
                help="'real' runs LVM; 'simulator' runs the embedded LVM simulator."),
     cfg.StrOpt("lvm_simulator_state_file",
@@ -111,7 +118,7 @@ def _gb_up(nbytes: int) -> int:
     return max(1, math.ceil(nbytes / GiB))
 
 
-class ThinLVMDriver(VolumeDriver):
+class ThinLVMDriver(ManageMixin, VolumeDriver):
     """A thin-pool LVM backend: stats from one ``lvs``, admission on every create."""
 
     VENDOR_NAME = "Open Source"
@@ -434,10 +441,27 @@ class ThinLVMDriver(VolumeDriver):
         if snapshots:
             raise VolumeBusy(f"volume {name!r} has snapshots ({', '.join(snapshots)}): "
                              f"delete them first; nothing was deleted", snapshots)
+        if lv.is_thick:
+            self._wipe(lv)
         try:
             self.vg.delete(name)
         except NotFound as exc:  # gone since the lvs
             raise not_found from exc
+
+    def _wipe(self, lv: LogicalVolume) -> None:
+        """Zero a thick LV before its extents go back to the VG (``volume_clear``), so the
+        next volume made on them cannot read this one's data; a wipe that fails fails
+        the delete, and the LV stays."""
+        if self.configuration.get("volume_clear", "zero") == "none":
+            return
+        clear_mib = self.configuration.get("volume_clear_size", 0)
+        nbytes = lv.size_bytes if not clear_mib else min(lv.size_bytes, clear_mib * 1024 ** 2)
+        if not lv.is_active:
+            self.vg.activate(lv.name)
+        LOG.info("wiping %d bytes of thick volume %s/%s before removing it", nbytes,
+                 self.vg_name, lv.name)
+        self.vg.zero(lv.name, nbytes,
+                     timeout_s=self.executor.timeout_s + nbytes / WIPE_MIN_BYTES_PER_S)
 
     def _snapshots_of(self, report: VGReport, name: str) -> list[str]:
         """Every LV that depends on ``name`` as its origin: thin snapshots (the

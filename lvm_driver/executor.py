@@ -40,8 +40,8 @@ __all__ = [
     "CommandResult", "Runner", "ProcessRunner", "LVMExecutor",
     "LVMError", "LVMCommandError", "LVMNotFoundError",
     "LVMVolumeGroupNotFoundError", "LVMAlreadyExistsError", "LVMTimeoutError",
-    "LVMOutputError", "error_for", "LVM_ENV_KEYS", "EXIT_INVALID_CMD_LINE", "EXIT_FAILED",
-    "EXIT_SEGFAULT",
+    "LVMOutputError", "error_for", "helper_command", "LVM_ENV_KEYS",
+    "EXIT_INVALID_CMD_LINE", "EXIT_FAILED", "EXIT_SEGFAULT",
 ]
 
 LOG = logging.getLogger(__name__)
@@ -83,6 +83,13 @@ class CommandResult:
 #: Starts one process for ``argv`` with exactly ``env``; returns its result
 #: whatever the exit code, raises ``LVMTimeoutError`` past ``timeout_s``.
 Runner: TypeAlias = Callable[[list[str], dict[str, str], float], CommandResult]
+
+
+def helper_command(argv: Sequence[str], env: dict[str, str]) -> list[str]:
+    """What a root helper is asked to run: ``env K=V ... <argv>`` for the LVM variables
+    set in ``env`` (sudo and rootwrap reset the environment), plain ``argv`` without."""
+    passed = [f"{key}={env[key]}" for key in LVM_ENV_KEYS if key in env]
+    return ["env", *passed, *argv] if passed else list(argv)
 
 
 def _quote(argv: Sequence[str]) -> str:
@@ -162,7 +169,8 @@ class ProcessRunner:
 
     With a root helper (e.g. ``sudo``) the command becomes
     ``<root helper> env LC_ALL=C ... <argv>``, because sudo resets the
-    environment and would drop the LVM variables. A process killed by signal
+    environment and would drop the LVM variables (``<root helper> <argv>``
+    for a tool run without them, such as ``dd``). A process killed by signal
     N reports exit code 128 + N, as a shell would (so a crash is 139).
     A missing executable gives exit code 127, an unexecutable one 126.
 
@@ -185,8 +193,7 @@ class ProcessRunner:
                  timeout_s: float) -> CommandResult:
         command = list(argv)
         if self.root_helper:
-            passed = [f"{key}={env[key]}" for key in LVM_ENV_KEYS if key in env]
-            command = [*shlex.split(self.root_helper), "env", *passed, *command]
+            command = [*shlex.split(self.root_helper), *helper_command(argv, env)]
         if LOG.isEnabledFor(logging.DEBUG):
             LOG.debug("Running `%s`", _quote(command))
         try:
@@ -273,20 +280,29 @@ class LVMExecutor:
             env["LVM_SYSTEM_DIR"] = self.lvm_system_dir
         return env
 
+    def helper_argv(self, argv: Sequence[str], *, lvm_env: bool = True) -> list[str]:
+        """The argv a root helper (sudo, rootwrap) receives for ``run(argv, lvm_env=...)``."""
+        return helper_command(argv, self.environment() if lvm_env else {})
+
     def run(self, argv: Sequence[str], *, readonly: bool,
-            timeout_s: float | None = None) -> CommandResult:
+            timeout_s: float | None = None, lvm_env: bool = True) -> CommandResult:
         """Run one LVM command; raise a typed ``LVMError`` unless it exits 0.
 
         ``readonly`` commands (reports) are retried on exit code 139 up to
         ``read_retries`` times; writes are never retried, since a crashed
-        write may have been applied.
+        write may have been applied. ``lvm_env=False`` runs a tool that is not
+        LVM (``dd``) without LVM's variables, so a root helper gets it as is.
         """
         command = _check_argv(argv)
         timeout = self.timeout_s if timeout_s is None else timeout_s
         if not _positive_finite(timeout):
             raise ValueError(f"timeout_s must be a positive number, got {timeout_s!r}")
         env = dict(os.environ)
-        env.update(self.environment())
+        if lvm_env:
+            env.update(self.environment())
+        else:
+            for key in LVM_ENV_KEYS:
+                env.pop(key, None)
         attempts = 1 + (self.read_retries if readonly else 0)
         for attempt in range(1, attempts + 1):
             with self._lock:

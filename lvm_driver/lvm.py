@@ -724,6 +724,30 @@ class VolumeGroup:
         self._write(["lvchange", "--activate", "y", "--ignoreactivationskip",
                      self._lv_path(name)])
 
+    def deactivate(self, name: str) -> None:
+        """Deactivate LV ``name`` (``lvchange -an``); an open LV refuses."""
+        self._write(["lvchange", "--activate", "n", self._lv_path(name)])
+
+    def merge_snapshot(self, name: str) -> None:
+        """Merge snapshot ``name`` into its origin (``lvconvert --merge``); the snapshot
+        LV goes away. LVM defers the merge to the origin's next activation while the
+        origin is open."""
+        self._write(["lvconvert", "--merge", self._lv_path(name)])
+
+    def zero(self, name: str, nbytes: int, *, timeout_s: float) -> None:
+        """Overwrite the first ``nbytes`` of active LV ``name`` with zeros.
+
+        ``dd`` as Cinder's ``volume_utils.clear_volume`` runs it (direct I/O,
+        ``count`` in bytes), plus ``conv=fdatasync`` so the zeros are on the
+        device, not in a cache, when it returns. Not an LVM command: it runs
+        without LVM's variables, so a root helper sees plain ``dd``.
+        """
+        if isinstance(nbytes, bool) or not isinstance(nbytes, int) or nbytes <= 0:
+            raise InvalidInput(f"bytes to zero must be a positive int, got {nbytes!r}")
+        argv = ["dd", "if=/dev/zero", f"of=/dev/{self._lv_path(name)}", f"count={nbytes}",
+                "bs=1M", "iflag=count_bytes", "oflag=direct", "conv=fdatasync"]
+        self._executor.run(argv, readonly=False, timeout_s=timeout_s, lvm_env=False)
+
     def add_tags(self, name: str, tags: tuple[str, ...] | list[str]) -> None:
         """Add tags to LV ``name`` (tags already present are kept once)."""
         args = _tag_args(tags)

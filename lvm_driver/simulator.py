@@ -293,6 +293,7 @@ _SPECS: dict[str, dict[str, tuple[str, bool]]] = {
         "--poolmetadataspare=")},
     "lvextend": {**_COMMON, **_opts("-L --size=", "-l --extents=", "-r --resizefs")},
     "lvremove": dict(_COMMON),
+    "lvconvert": {**_COMMON, **_opts("--merge")},
     "lvrename": dict(_COMMON),
     "lvchange": {**_COMMON, **_opts(
         "-a --activate=", "-K --ignoreactivationskip", "-k --setactivationskip=",
@@ -376,7 +377,8 @@ def _yes_no(value: str | None, option: str) -> bool | None:
 # The state and the commands
 
 
-_GETOPT_LINE = re.compile(r"[a-z]+: (unrecognized|invalid) option|[a-z]+: option ")
+#: lines printed unindented: getopt's complaints, and everything dd prints
+_GETOPT_LINE = re.compile(r"[a-z]+: (unrecognized|invalid) option|[a-z]+: option |dd: ")
 
 
 class _Output:
@@ -970,10 +972,116 @@ def _cmd_lvchange(session: _Session, args: _Args) -> None:
                     rec["active"] for rec in _thin_lvs(vg, name).values()):
                 raise _Fail(EXIT_FAILED, f"Logical volume {vg['name']}/{name} is used by "
                                          "another device.")
+            if lv.get("open"):
+                raise _Fail(EXIT_FAILED, f"Logical volume {vg['name']}/{name} in use.")
             lv["active"] = False
         session.touch(vg)
         if changed:
             session.out.print(f"Logical volume {vg['name']}/{name} changed.")
+
+
+def _cmd_lvconvert(session: _Session, args: _Args) -> None:
+    """``lvconvert --merge vg/snap`` of a thin snapshot: the origin takes the snapshot's
+    data and size, keeps its own name, uuid and tags; the snapshot LV goes away."""
+    if not args.has("merge") or len(args.positionals) != 1:
+        raise _invalid("lvconvert", "Only lvconvert --merge of one thin snapshot is "
+                                    "emulated by the LVM simulator.")
+    vg, name, snap = _find_lv(session, args.positionals[0],
+                              'Failed to find logical volume "{vg}/{lv}"')
+    where = f"{vg['name']}/{name}"
+    if snap["kind"] != "thin" or not snap.get("origin"):
+        raise _Fail(EXIT_FAILED, f"Command on LV {where} uses options that require LV "
+                                 f"types thinsnapshot or snapshot.",
+                    f"Command not permitted on LV {where}.")
+    origin_name = snap["origin"]
+    origin = vg["lvs"][origin_name]
+    if origin.get("open") and origin["active"]:
+        raise _Fail(EXIT_FAILED, "Can't merge over open origin volume.")
+    origin.update(extents=snap["extents"], refs=list(snap["refs"]), tree=snap["tree"])
+    del vg["lvs"][name]
+    for rec in vg["lvs"].values():
+        if rec["kind"] == "thin" and rec["origin"] == name:
+            rec["origin"] = origin_name
+    session.prune_chunks(vg)
+    session.touch(vg)
+    session.out.print(f"Volume {where} replaced origin {vg['name']}/{origin_name}.")
+    session.out.print(f"Merging of thin snapshot {where} has finished.")
+
+
+# -- dd (the zeroing the driver runs on a thick volume before removing it) --------
+
+_DD_UNITS: Final = {"": 1, "c": 1, "w": 2, "b": 512, "K": KiB, "M": MiB, "G": GiB}
+
+
+def _dd_number(text: str, key: str) -> int:
+    match = re.fullmatch(r"(\d+)([cwbKMG]?)", text)
+    if not match:
+        raise _Fail(1, f"dd: invalid number: '{text}'")
+    return int(match[1]) * _DD_UNITS[match[2]]
+
+
+def _cmd_dd(session: _Session, argv: list[str]) -> None:
+    """``dd if=/dev/zero of=/dev/<vg>/<lv> count=N bs=... [iflag=count_bytes] ...``:
+    the LV's data (thick) is zeroed, a thin LV gets the blocks mapped, and the wipe
+    is recorded in the state (``LVMSimulator.wipes``)."""
+    ops = dict(arg.partition("=")[::2] for arg in argv)
+    if ops.get("if") != "/dev/zero":
+        raise _Fail(1, f"dd: the LVM simulator copies only if=/dev/zero, got "
+                       f"'{ops.get('if', '')}'")
+    device = ops.get("of", "")
+    vg_name, _, lv_name = device.removeprefix("/dev/").partition("/")
+    vg = session.state["vgs"].get(vg_name)
+    lv = vg["lvs"].get(lv_name) if vg is not None and "/" not in lv_name else None
+    if lv is None or not lv["active"] or lv["kind"] == "thin-pool":
+        raise _Fail(1, f"dd: failed to open '{device}': No such file or directory")
+    block = _dd_number(ops.get("bs", "512"), "bs")
+    count = _dd_number(ops.get("count", "0"), "count")
+    wanted = count if "count_bytes" in ops.get("iflag", "").split(",") else count * block
+    size = lv["extents"] * vg["extent_size"]
+    written = min(wanted, size)
+    if lv["kind"] == "thin":
+        _map_thin(session, vg, lv, written)
+    else:
+        lv["data"] = _without(lv.get("data", []), 0, written)
+    session.state.setdefault("wipes", []).append({"device": device, "bytes": written})
+    session.touch(vg)
+    full, part = divmod(written, block)
+    records = f"{full}+{1 if part else 0} records"
+    session.out.err += [f"{records} in\n", f"{records} out\n",
+                        f"{written} bytes copied, 0.001 s, {written // 1000} kB/s\n"]
+    if wanted > size:
+        raise _Fail(1, f"dd: error writing '{device}': No space left on device")
+
+
+def _without(ranges: list[list[int]], start: int, end: int) -> list[list[int]]:
+    """Byte ranges ``[a, b)`` less ``[start, end)``."""
+    kept = []
+    for a, b in ranges:
+        kept += [r for r in ([a, min(b, start)], [max(a, end), b]) if r[0] < r[1]]
+    return kept
+
+
+def _map_thin(session: _Session, vg: dict[str, Any], rec: dict[str, Any],
+              nbytes: int) -> int:
+    """Map ``nbytes`` more of thin LV ``rec`` (rounded up to chunks, capped at the LV's
+    size and at the pool's room); returns how many bytes the pool could not map."""
+    pool = vg["lvs"][rec["pool"]]
+    chunk = pool["chunk_bytes"]
+    room_in_lv = rec["extents"] * vg["extent_size"] - session.thin_mapped_bytes(vg, rec)
+    wanted = min(-(-nbytes // chunk) * chunk, max(room_in_lv, 0))
+    room_in_pool = pool["extents"] * vg["extent_size"] - \
+        session.pool_used_bytes(vg, rec["pool"])
+    granted = min(wanted, room_in_pool)
+    if granted > 0:
+        if any(other is not rec and other["tree"] == rec["tree"]
+               for other in _thin_lvs(vg, rec["pool"]).values()):
+            pool["next_tree"] = pool.get("next_tree", 1) + 1
+            rec["tree"] = pool["next_tree"]  # copy-on-write of a shared tree
+        ref = str(pool["next_chunk"])
+        pool["next_chunk"] += 1
+        pool["chunks"][ref] = granted
+        rec["refs"].append(ref)
+    return wanted - granted
 
 
 # -- reports ----------------------------------------------------------------------
@@ -989,10 +1097,11 @@ def _lv_attr(session: _Session, vg: dict[str, Any], lv: dict[str, Any], name: st
         full = lv["active"] and session.pool_used_bytes(vg, name) >= pool_bytes
         return (f"twi-{state}{'o' if opened else '-'}t{'z' if lv['zero'] else '-'}"
                 f"{'D' if full else '-'}{skip}")
+    opened = "o" if lv["active"] and lv.get("open") else "-"
     if kind == "thin":
         zero = "z" if vg["lvs"][lv["pool"]]["zero"] else "-"
-        return f"Vwi-{state}-t{zero}-{skip}"
-    return f"-wi-{state}-----"[:9] + skip
+        return f"Vwi-{state}{opened}t{zero}-{skip}"
+    return f"-wi-{state}{opened}----"[:9] + skip
 
 
 def _lv_rows(session: _Session, vg: dict[str, Any], show_all: bool,
@@ -1334,10 +1443,14 @@ _COMMANDS = {
     "lvs": _cmd_lvs, "vgs": _cmd_vgs, "lvcreate": _cmd_lvcreate,
     "lvextend": _cmd_lvextend, "lvremove": _cmd_lvremove, "lvrename": _cmd_lvrename,
     "lvchange": _cmd_lvchange, "pvcreate": _cmd_pvcreate, "vgcreate": _cmd_vgcreate,
+    "lvconvert": _cmd_lvconvert,
 }
 def _dispatch(session: _Session, argv: list[str]) -> int:
     name = os.path.basename(argv[0])
     rest = argv[1:]
+    if name == "dd":
+        _cmd_dd(session, rest)
+        return EXIT_OK
     if name == "lvm":
         if not rest:
             raise _Fail(EXIT_NO_SUCH_CMD, "No such command.  Try 'lvm help'.")
@@ -1399,7 +1512,7 @@ class LVMSimulator:
             self.commands_run += 1
             self.last_env = dict(env)
         name = os.path.basename(argv[0]) if argv else ""
-        if name != "lvm" and name not in _COMMANDS:
+        if name not in ("lvm", "dd") and name not in _COMMANDS:
             return CommandResult(argv, 127, "", f"{argv[0] if argv else ''}: command not found\n")
         try:
             with self._transaction(argv) as state:
@@ -1495,30 +1608,39 @@ class LVMSimulator:
             if vg_rec is None or lv not in vg_rec["lvs"]:
                 raise SimulatorError(f"no logical volume {vg}/{lv}")
             rec = vg_rec["lvs"][lv]
-            if rec["kind"] != "thin":
-                return  # a thick LV owns its extents already; nothing changes
             if not rec["active"]:
                 raise SimulatorError(f"{vg}/{lv} is not active; it cannot be written")
-            session = _Session(state, _Output())
-            pool = vg_rec["lvs"][rec["pool"]]
-            chunk = pool["chunk_bytes"]
-            room_in_lv = rec["extents"] * vg_rec["extent_size"] - \
-                session.thin_mapped_bytes(vg_rec, rec)
-            wanted = min(-(-nbytes // chunk) * chunk, max(room_in_lv, 0))
-            room_in_pool = pool["extents"] * vg_rec["extent_size"] - \
-                session.pool_used_bytes(vg_rec, rec["pool"])
-            granted = min(wanted, room_in_pool)
-            if granted > 0:
-                if any(other is not rec and other["tree"] == rec["tree"]
-                       for other in _thin_lvs(vg_rec, rec["pool"]).values()):
-                    pool["next_tree"] = pool.get("next_tree", 1) + 1
-                    rec["tree"] = pool["next_tree"]  # copy-on-write of a shared tree
-                ref = str(pool["next_chunk"])
-                pool["next_chunk"] += 1
-                pool["chunks"][ref] = granted
-                rec["refs"].append(ref)
-            if granted < wanted:
+            if rec["kind"] != "thin":  # a thick LV owns its extents: only its data changes
+                size = rec["extents"] * vg_rec["extent_size"]
+                end = max([0] + [b for _, b in rec.get("data", [])])
+                rec["data"] = _without(rec.get("data", []), end, size) + \
+                    ([[end, min(size, end + nbytes)]] if nbytes and end < size else [])
+                return
+            if _map_thin(_Session(state, _Output()), vg_rec, rec, nbytes):
                 raise SimulatorError(f"thin pool {vg}/{rec['pool']} is out of data space")
+
+    def wipes(self) -> list[dict[str, Any]]:
+        """Every ``dd`` of zeros run so far: ``{"device": "/dev/vg/lv", "bytes": n}``."""
+        with self._transaction() as state:
+            return copy.deepcopy(state.get("wipes", []))
+
+    def data_bytes(self, vg: str, lv: str) -> int:
+        """Bytes of thick LV ``vg/lv`` holding data written by ``write_data`` and not
+        zeroed since."""
+        with self._transaction() as state:
+            rec = state["vgs"].get(vg, {}).get("lvs", {}).get(lv)
+            if rec is None:
+                raise SimulatorError(f"no logical volume {vg}/{lv}")
+            return sum(b - a for a, b in rec.get("data", []))
+
+    def set_open(self, vg: str, lv: str, is_open: bool = True) -> None:
+        """Mark LV ``vg/lv`` open (held by a process, e.g. a target exporting it): its
+        ``lv_attr`` shows ``o`` and ``lvchange -an`` refuses, as LVM does."""
+        with self._transaction() as state:
+            rec = state["vgs"].get(vg, {}).get("lvs", {}).get(lv)
+            if rec is None:
+                raise SimulatorError(f"no logical volume {vg}/{lv}")
+            rec["open"] = bool(is_open)
 
     def inject(self, command: str, *, exit_code: int = EXIT_FAILED,
                stderr: str | None = None, stdout: str = "", times: int | None = 1,

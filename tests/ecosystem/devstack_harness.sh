@@ -28,6 +28,7 @@ touch "$CALLS"
 # shellcheck disable=SC2034 # read by the sourced plugin
 DATA_DIR=$WORKDIR/data
 CINDER_CONF=$WORKDIR/etc/cinder/cinder.conf
+CINDER_CONF_DIR=$WORKDIR/etc/cinder
 TEMPEST_CONFIG=$WORKDIR/etc/tempest/tempest.conf
 REGION_NAME=RegionOne
 ENABLED_SERVICES=${ENABLED_SERVICES:-key,c-api,c-sch,c-vol,tempest}
@@ -78,10 +79,12 @@ trueorfalse() {
 }
 is_fedora() { return 1; }
 start_service() { record "start_service $*"; }
+get_rootwrap_location() { echo "/usr/local/bin/$1-rootwrap"; }
 
 # The system's commands the plugin runs
 sudo() { record "sudo $*"; "$@"; }
 truncate() { record "truncate $*"; : >"${*: -1}"; }
+install() { record "install $*"; mkdir -p "$(dirname "${*: -1}")"; cp "${@: -2:1}" "${*: -1}"; }
 vgs() { [[ -e "$LVM/vg.${1%% *}" ]]; }
 lvs() { [[ -e "$LVM/lv.${1//\//.}" ]]; }
 vgcreate() { touch "$LVM/vg.$1"; }

@@ -104,7 +104,8 @@ def test_stack_makes_the_pool_with_lib_lvm_and_configures_cinder(devstack: Path)
         "volume_backend_name": "driverkit-1",
         "volume_group": "driver-kit-volumes", "lvm_thin_pool_name": "driver-kit-pool",
         "lvm_create_thin_pool": "False", "lvm_offer_thick": "False",
-        "lvm_root_helper": "sudo", "max_over_subscription_ratio": "2.5",
+        "lvm_root_helper": f"sudo /usr/local/bin/cinder-rootwrap {devstack}/etc/cinder/"
+                           f"rootwrap.conf", "max_over_subscription_ratio": "2.5",
         "reserved_percentage": "10", "over_provisioning_calculation": "cinder",
         "lock_path": str(devstack / "data" / "driver-kit" / "locks"),
         "target_helper": "lioadm", "target_protocol": "iscsi"}

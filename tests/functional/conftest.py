@@ -78,6 +78,23 @@ class Lab:
         # dm-thin commits its metadata about once a second: let usage settle
         time.sleep(2)
 
+    def fill(self, lv: str, nbytes: int) -> None:
+        """Write ``nbytes`` of non-zero data at the start of active LV ``lv``."""
+        if self.simulator is not None:
+            self.simulator.write_data(self.vg_name, lv, nbytes)
+            return
+        with open(f"/dev/{self.vg_name}/{lv}", "r+b", buffering=0) as device:
+            device.write(b"\xab" * nbytes)
+            os.fsync(device.fileno())
+
+    def nonzero_bytes(self, lv: str, nbytes: int) -> int:
+        """How many of the first ``nbytes`` of active LV ``lv`` are not zero (on the
+        simulator: the bytes of its data not zeroed since written)."""
+        if self.simulator is not None:
+            return self.simulator.data_bytes(self.vg_name, lv)
+        with open(f"/dev/{self.vg_name}/{lv}", "rb", buffering=0) as device:
+            return nbytes - device.read(nbytes).count(0)
+
     def lv_names(self) -> set[str]:
         return {lv.name for lv in self.vg.report().lvs if not lv.is_hidden}
 

@@ -190,6 +190,26 @@ def _coordination_url(tmp_path):
     assert load_backend_config(make_conf([str(conf)]), "b").coordination_backend_url == url
 
 
+def _wiped(tmp_path, **extra):
+    """The wipes a thick and a thin volume's deletes run (thin ones are never wiped)."""
+    driver = _driver(tmp_path, lvm_offer_thick=True, lvm_thin_pool_size_percent=50, **extra)
+    driver.create_volume("thick-a", 2, extra_specs={"provisioning:type": "thick"})
+    driver.create_volume("thin-a", 2)
+    driver.delete_volume("thick-a")
+    driver.delete_volume("thin-a")
+    return driver.simulator.wipes()
+
+
+def _volume_clear(tmp_path):
+    assert _wiped(tmp_path / "a") == [{"device": "/dev/dkvg/thick-a", "bytes": 2 * GiB}]
+    assert _wiped(tmp_path / "b", volume_clear="none") == []
+
+
+def _volume_clear_size(tmp_path):
+    assert _wiped(tmp_path, volume_clear_size=3) == [
+        {"device": "/dev/dkvg/thick-a", "bytes": 3 * 1024 ** 2}]
+
+
 PROOFS = {
     "coordination_backend_url": _coordination_url,
     "enabled_backends": _enabled_backends, "volume_driver": _volume_driver,
@@ -203,6 +223,7 @@ PROOFS = {
     "lvm_conf_file": _conf_file, "lvm_root_helper": _root_helper,
     "lvm_command_timeout": _command_timeout, "lvm_backend": _backend,
     "lvm_simulator_state_file": _state_file, "lvm_simulator_vg_size_gb": _vg_size,
+    "volume_clear": _volume_clear, "volume_clear_size": _volume_clear_size,
 }
 
 

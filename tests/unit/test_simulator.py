@@ -764,3 +764,63 @@ def test_module_cli_runs_as_a_program(tmp_path):
                           capture_output=True, text=True, timeout=60,
                           cwd=Path(__file__).parents[2])
     assert (done.returncode, done.stdout) == (0, "  vg\n")
+
+
+# -- wipes, merges and open devices (thick volume clearing, revert to snapshot) ---------------
+
+
+def test_dd_of_zeros_clears_a_thick_volume_and_is_recorded(sim):
+    vg = VolumeGroup("vg", executor=sim.executor())
+    vg.create_thick_volume("thick", 100 * MiB)
+    sim.write_data("vg", "thick", 60 * MiB)
+    assert sim.data_bytes("vg", "thick") == 60 * MiB
+    vg.zero("thick", 10 * MiB, timeout_s=5)
+    assert sim.data_bytes("vg", "thick") == 50 * MiB  # only the first 10 MiB zeroed
+    vg.zero("thick", 100 * MiB, timeout_s=5)
+    assert sim.data_bytes("vg", "thick") == 0
+    assert sim.wipes() == [{"device": "/dev/vg/thick", "bytes": 10 * MiB},
+                           {"device": "/dev/vg/thick", "bytes": 100 * MiB}]
+
+
+def test_dd_speaks_as_dd(sim):
+    VolumeGroup("vg", executor=sim.executor()).create_thick_volume("thick", 8 * MiB)
+    done = run(sim, "dd", "if=/dev/zero", "of=/dev/vg/thick", "count=5242880", "bs=1M",
+               "iflag=count_bytes", "oflag=direct", "conv=fdatasync")
+    assert done.exit_code == 0 and done.stderr.startswith("5+0 records in\n5+0 records out\n")
+    past_end = run(sim, "dd", "if=/dev/zero", "of=/dev/vg/thick", "count=9", "bs=1M")
+    assert past_end.exit_code == 1
+    assert past_end.stderr.endswith("dd: error writing '/dev/vg/thick': No space left on "
+                                    "device\n")
+    missing = run(sim, "dd", "if=/dev/zero", "of=/dev/vg/nothing", "count=1")
+    assert (missing.exit_code, missing.stderr) == (
+        1, "dd: failed to open '/dev/vg/nothing': No such file or directory\n")
+
+
+def test_merging_a_thin_snapshot_gives_its_data_to_the_origin(sim):
+    vg = VolumeGroup("vg", executor=sim.executor())
+    vg.create_thin_pool("pool", 400 * MiB)
+    vg.create_thin_volume("vol", GiB, pool="pool", tags=("mine",))
+    sim.write_data("vg", "vol", 10 * MiB)
+    vg.create_thin_snapshot("snap", "vol")
+    sim.write_data("vg", "vol", 30 * MiB)
+    assert vg.report().get_lv("vol").data_percent == 3.91
+    result = sim.run(["lvconvert", "--merge", "vg/snap"])
+    assert result.exit_code == 0 and "replaced origin vg/vol" in result.stdout
+    after = vg.report()
+    assert after.find_lv("snap") is None
+    assert after.get_lv("vol").data_percent == 0.98  # the snapshot's 10 MiB
+    assert after.get_lv("vol").tags == ("mine",)  # the origin keeps its own tags
+    refused = sim.run(["lvconvert", "--merge", "vg/vol"])
+    assert refused.exit_code == 5 and "Command not permitted on LV vg/vol" in refused.stderr
+
+
+def test_an_open_volume_shows_o_and_refuses_deactivation(sim):
+    vg = VolumeGroup("vg", executor=sim.executor())
+    vg.create_thick_volume("thick", 8 * MiB)
+    sim.set_open("vg", "thick")
+    assert vg.report().get_lv("thick").attr.device_open is True
+    with pytest.raises(LVMCommandError, match="in use"):
+        vg.deactivate("thick")
+    sim.set_open("vg", "thick", False)
+    vg.deactivate("thick")
+    assert not vg.report().get_lv("thick").is_active
