@@ -55,8 +55,11 @@ LOG = logging.getLogger(__name__)
 __all__ = ["ThinLVMDriver", "LVM_OPTS", "list_opts", "VOLUME_TAG", "SNAPSHOT_TAG",
            "COMPLIANCE_HOOKS"]
 
-#: how often the clean-up after a failed create is tried when it fails itself
-CLEANUP_ATTEMPTS = 4
+#: how often the clean-up after a failed create is tried when it fails itself, and
+#: the pause before the n-th retry (n x this): a backend that fails a command now and
+#: then, or is slow for a moment, still gets the LV removed
+CLEANUP_ATTEMPTS = 8
+CLEANUP_PAUSE_S = 0.05
 
 #: the slowest a wipe may write before it is stopped: lvm_command_timeout plus one
 #: second per MiB wiped
@@ -389,12 +392,16 @@ class ThinLVMDriver(ManageMixin, VolumeDriver):
             raise
 
     def _remove_marked(self, name: str, tag: str, marker: str) -> None:
-        """Remove LV ``name`` if it carries ``marker``; a clean-up that itself fails
-        (a faulted ``lvs`` or ``lvremove``) is tried again, up to CLEANUP_ATTEMPTS
-        reads and removals."""
+        """Remove LV ``name`` if it carries ``marker``, judged from LVM's own answer
+        about that one name (``lvs <vg>/<name>``: a report that exits 0 without the
+        row is no proof the LV is gone). A clean-up that fails itself (a faulted or
+        timed-out ``lvs`` or ``lvremove``) is tried again, up to CLEANUP_ATTEMPTS
+        rounds with a growing pause; after the last, the LV stays under the
+        volume's name with the driver's tag, counted as provisioned, and the
+        volume's delete (Cinder's delete of the errored volume) removes it."""
         for attempt in range(1, CLEANUP_ATTEMPTS + 1):
-            try:  # done only when a read shows no LV with the marker
-                lv = self.vg.report().find_lv(name)
+            try:  # done only when LVM says no LV of that name carries the marker
+                lv = self.vg.lv_report(name)
                 if lv is None or marker not in lv.tags or tag not in lv.tags:
                     return
                 LOG.warning("create of %s failed after LVM made it; removing it", name)
@@ -403,6 +410,7 @@ class ThinLVMDriver(ManageMixin, VolumeDriver):
                 LOG.exception("clean-up %d/%d of %s after a failed create failed; an LV "
                               "left behind carries tag %s", attempt, CLEANUP_ATTEMPTS,
                               name, marker)
+                time.sleep(CLEANUP_PAUSE_S * attempt)
 
     def backend_create_volume(self, name: str, size_gb: int, *, pool_name: str,
                               thin: bool) -> None:

@@ -343,3 +343,35 @@ def test_a_clean_up_that_fails_itself_is_tried_again(sim, tmp_path):
     with pytest.raises(BackendError):
         driver.create_volume("volume-a", 1)
     assert "volume-a" not in lvs(sim)
+
+
+@pytest.mark.parametrize("fault", [
+    pytest.param({"exit_code": 0, "stdout": '{"report": [{"lv": []}]}', "stderr": ""},
+                 id="an empty report"),
+    pytest.param({"malformed_output": True}, id="a truncated report")])
+def test_a_clean_up_does_not_take_a_report_without_the_lv_for_its_absence(sim, tmp_path,
+                                                                          fault):
+    """The clean-up's read exits 0 but lists nothing: LVM has not said the LV is gone."""
+    driver = make(tmp_path)
+    sim.inject("lvcreate", fail_after_apply=True, exit_code=139)
+    create_thin_volume = driver.vg.create_thin_volume
+
+    def create_then_fault_the_next_read(*args, **kwargs):
+        try:
+            create_thin_volume(*args, **kwargs)
+        finally:  # after the admission read: the clean-up's read meets the fault
+            sim.inject("lvs", **fault)
+
+    driver.vg.create_thin_volume = create_then_fault_the_next_read
+    with pytest.raises(BackendError):
+        driver.create_volume("volume-a", 1)
+    assert "volume-a" not in lvs(sim)
+
+
+def test_a_clean_up_outlasts_a_backend_failing_seven_times_in_a_row(sim, tmp_path):
+    driver = make(tmp_path)
+    sim.inject("lvcreate", fail_after_apply=True, exit_code=139)
+    sim.inject("lvremove", exit_code=5, times=7)
+    with pytest.raises(BackendError):
+        driver.create_volume("volume-a", 1)
+    assert "volume-a" not in lvs(sim)
