@@ -9,7 +9,15 @@ commands it issues and is the embedded default backend.
 from lvm_driver.driver import LVM_OPTS, ThinLVMDriver, list_opts
 from lvm_driver.executor import CommandResult, LVMExecutor
 from lvm_driver.lvm import VolumeGroup, validate_lv_name, validate_vg_name
-from lvm_driver.simulator import LVMSimulator
 
 __all__ = ["CommandResult", "LVMExecutor", "LVMSimulator", "LVM_OPTS", "ThinLVMDriver",
            "VolumeGroup", "list_opts", "validate_lv_name", "validate_vg_name"]
+
+
+def __getattr__(name: str) -> object:
+    """``LVMSimulator`` is loaded on first use, so ``python -m lvm_driver.simulator``
+    runs the module once (no runpy warning) and real-LVM hosts never load it."""
+    if name == "LVMSimulator":
+        from lvm_driver.simulator import LVMSimulator
+        return LVMSimulator
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -38,7 +38,7 @@ def run_demo(workdir: str) -> int:
         "lvm_create_thin_pool": False, "max_over_subscription_ratio": "2.0",
         "lvm_offer_thick": True,
         "reserved_percentage": 10, "lock_path": os.path.join(workdir, "locks")})
-    assert isinstance(driver, ThinLVMDriver) and driver.simulator is not None
+    assert isinstance(driver, ThinLVMDriver) and driver.executor.create_missing_vg is not None
     print(f"LVM simulator state: {state}")
     driver.do_setup()  # the simulator stands in for the operator's vgcreate of 12 GiB
     _operator(driver, ["lvcreate", "-T", "-L", "10g", "demo-vg/pool"],
@@ -51,7 +51,7 @@ def run_demo(workdir: str) -> int:
     _say("create volume-1 (2 GiB) and volume-2 (6 GiB): thin, so nothing is written yet")
     driver.create_volume("volume-1", 2)
     driver.create_volume("volume-2", 6)
-    driver.simulator.write_data("demo-vg", "volume-1", 3 * GiB // 2)
+    driver.executor.runner.write_data("demo-vg", "volume-1", 3 * GiB // 2)
     print("(1.5 GiB written into volume-1: free drops, provisioned does not move)")
     _stats(driver)
 

@@ -43,6 +43,7 @@ from driver_kit import (BackendConfig, BackendUnavailable, ConfigError, GiB,
                         InvalidInput, NotFound, NotManaged, PoolFacts, SetupError,
                         SnapshotNotFound, VolumeBusy, VolumeDriver, VolumeInfo, VolumeNotFound)
 from driver_kit.compliance import BackendTruth, ComplianceHooks, PoolTruth, VolumeTruth
+from lvm_driver.backends import BACKEND_OPTS, make_executor
 from lvm_driver.executor import (LVMError, LVMExecutor, LVMOutputError,
                                  LVMVolumeGroupNotFoundError)
 from lvm_driver.lvm import (LogicalVolume, VGReport, VolumeGroup, validate_lv_name,
@@ -88,11 +89,6 @@ LVM_OPTS = [
                help="An lvm.conf to use instead of the system's; LVM_SYSTEM_DIR is set to "
                     "its directory for every LVM command, so the file must be named "
                     "lvm.conf."),
-    cfg.StrOpt("lvm_root_helper",
-               help="Command prefix for LVM (e.g. 'sudo'); unset: none when running as "
-                    "root, 'sudo' otherwise."),
-    cfg.FloatOpt("lvm_command_timeout", default=120.0,
-                 help="Seconds an LVM command may run before it is stopped."),
     cfg.StrOpt("volume_clear", default="zero", choices=["none", "zero"],
                help="Method used to wipe a thick volume before its extents are freed on "
                     "delete (Cinder's option of the same name): 'zero' overwrites it with "
@@ -102,14 +98,7 @@ LVM_OPTS = [
     cfg.IntOpt("volume_clear_size", default=0, min=0, max=1024,
                help="MiB to wipe at the start of a thick volume on delete (Cinder's "
                     "option of the same name); 0 wipes the whole volume."),
-    cfg.StrOpt("lvm_backend", default="real", choices=["real", "simulator"],
-               help="'real' runs LVM; 'simulator' runs the embedded LVM simulator."),
-    cfg.StrOpt("lvm_simulator_state_file",
-               help="JSON state file of the simulator (shared by every process using it)."),
-    cfg.IntOpt("lvm_simulator_vg_size_gb", default=100, min=1,
-               help="Size of the volume group the simulator creates when its state has "
-                    "none (stands for the operator's vgcreate)."),
-]
+] + BACKEND_OPTS
 
 
 def list_opts() -> list[tuple[str, list[cfg.Opt]]]:
@@ -144,23 +133,8 @@ class ThinLVMDriver(ManageMixin, VolumeDriver):
                 f"[{conf.backend}] lvm_conf_file = {conf_file!r}: LVM only "
                 f"reads a file named lvm.conf from LVM_SYSTEM_DIR (set to its directory); "
                 f"name the file lvm.conf")
-        self.simulator = None
-        self.executor = executor or self._make_executor(conf_file)
+        self.executor = executor or make_executor(conf)
         self.vg = VolumeGroup(self.vg_name, executor=self.executor)
-
-    def _make_executor(self, conf_file: str | None) -> LVMExecutor:
-        conf = self.configuration
-        root_helper = conf.get("lvm_root_helper")
-        if root_helper is None:
-            root_helper = None if os.geteuid() == 0 else "sudo"
-        runner = None
-        if conf.get("lvm_backend", "real") == "simulator":
-            from lvm_driver.simulator import LVMSimulator
-            self.simulator = LVMSimulator(state_file=conf.get("lvm_simulator_state_file"))
-            runner = self.simulator
-        return LVMExecutor(root_helper=root_helper or None,
-                           lvm_system_dir=os.path.dirname(conf_file) if conf_file else None,
-                           timeout_s=conf.get("lvm_command_timeout", 120.0), runner=runner)
 
     # ------------------------------------------------------------------ setup
     def do_setup(self) -> None:
@@ -172,10 +146,9 @@ class ThinLVMDriver(ManageMixin, VolumeDriver):
         try:
             report = self.vg.report()
         except LVMVolumeGroupNotFoundError:
-            if self.simulator is None:
+            if self.executor.create_missing_vg is None:
                 return  # check_for_setup_error says what to fix
-            size = self.configuration.get("lvm_simulator_vg_size_gb", 100) * GiB
-            self.simulator.create_vg(self.vg_name, size)
+            self.executor.create_missing_vg(self.vg_name)
             report = self.vg.report()
         if report.find_lv(self.pool_name) is None and \
                 self.configuration.get("lvm_create_thin_pool", True):

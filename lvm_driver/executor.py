@@ -239,7 +239,8 @@ class LVMExecutor:
     def __init__(self, *, root_helper: str | None = None,
                  lvm_system_dir: str | None = None, timeout_s: float = 120.0,
                  read_retries: int = 2, retry_delay_s: float = 0.5,
-                 runner: Runner | None = None):
+                 runner: Runner | None = None,
+                 create_missing_vg: Callable[[str], None] | None = None):
         if not _positive_finite(timeout_s):
             raise ValueError(f"timeout_s must be a positive number, got {timeout_s!r}")
         if isinstance(read_retries, bool) or not isinstance(read_retries, int) \
@@ -257,6 +258,9 @@ class LVMExecutor:
         self.lvm_system_dir = lvm_system_dir
         self._runner: Runner = runner if runner is not None else ProcessRunner(
             root_helper=root_helper)
+        #: what stands for the operator's ``vgcreate`` of a missing VG (a simulated
+        #: backend's); None on real LVM, where only the operator makes VGs
+        self.create_missing_vg = create_missing_vg
         self._lock = threading.Lock()
         self._commands_run = 0
         self._history: deque[tuple[str, ...]] = deque(maxlen=_HISTORY_LENGTH)
@@ -266,6 +270,11 @@ class LVMExecutor:
         """How many processes this executor has started (retries included)."""
         with self._lock:
             return self._commands_run
+
+    @property
+    def runner(self) -> Runner:
+        """What starts the commands (a ``ProcessRunner``, or a simulator)."""
+        return self._runner
 
     @property
     def history(self) -> tuple[tuple[str, ...], ...]:

@@ -1,32 +1,32 @@
-"""A brick-style wrapper of one LVM volume group: commands built, reports parsed.
+"""A brick-style wrapper of one LVM volume group: its commands.
 
-Every read of the VG's state is one ``lvs`` process whose JSON output is parsed
-once into typed, immutable records (``VGReport`` > ``LogicalVolume`` >
-``LVAttr``). Every change is one LVM process with an argv list. Names, tags and
-sizes are validated before any process starts. Policy (which pool, how much
-room, what a name means) belongs to the driver on top, not here.
+Every read of the VG's state is one ``lvs`` process whose JSON output
+``lvm_driver.report`` parses into typed, immutable records; every change is
+one LVM process with an argv list. Names, tags and sizes are validated
+(``lvm_driver.names``) before any process starts. Policy (which pool, how much
+room, what a name means) belongs to the driver on top, not here. The names
+of the report and the naming rules are re-exported, so ``lvm_driver.lvm`` stays
+the one import for users of the wrapper.
 """
 
 from __future__ import annotations
 
-import contextlib
-import functools
-import gc
-import json
-import math
-import operator
 import re
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
-from typing import Any, Final, NamedTuple, TypeVar
+from typing import Final
 
-from driver_kit.exceptions import InvalidInput, InvalidName, InvalidSize, NotFound
+from driver_kit.exceptions import InvalidInput
 
 from lvm_driver.executor import (
     LVMAlreadyExistsError, LVMCommandError, LVMError, LVMExecutor,
     LVMNotFoundError, LVMOutputError, LVMTimeoutError,
     LVMVolumeGroupNotFoundError,
 )
+from lvm_driver.names import (NAME_MAX_LENGTH, size_argument, validate_lv_name,
+                              validate_tag, validate_vg_name)
+from lvm_driver.report import (REPORT_FIELDS, VG_FIELDS, LogicalVolume, LVAttr,
+                               LVNotFoundError, VGInfo, VGReport, gc_paused, load_rows,
+                               lvs_from_rows, parse_lvs_report, parse_vgs_report,
+                               report_from_rows)
 
 __all__ = [
     "VolumeGroup", "VGReport", "VGInfo", "LogicalVolume", "LVAttr",
@@ -37,498 +37,6 @@ __all__ = [
     "LVMVolumeGroupNotFoundError", "LVMAlreadyExistsError", "LVMTimeoutError",
     "LVMOutputError",
 ]
-
-# ---------------------------------------------------------------------------
-# Names (LVM 2.03 lib/misc/lvm-string.c and lvm(8) "VALID NAMES")
-
-#: LVM's NAME_LEN is 128 including the terminating NUL.
-NAME_MAX_LENGTH: Final = 127
-_NAME_RE = re.compile(r"[A-Za-z0-9+_.-]+")
-_TAG_RE = re.compile(r"[A-Za-z0-9_+.\-/=!:&#]+")
-#: LVM refuses LV names that *start* with these (not only the exact words).
-_RESERVED_PREFIXES: Final = ("pvmove", "snapshot")
-#: LVM refuses LV names containing these anywhere (names of its internal LVs).
-_RESERVED_SUBSTRINGS: Final = (
-    "_cdata", "_cmeta", "_corig", "_cpool", "_cvol", "_wcorig", "_mimage",
-    "_mlog", "_rimage", "_rmeta", "_tdata", "_tmeta", "_vdata", "_imeta",
-    "_iorig", "_pmspare", "_vorigin",
-)
-
-
-def _check_common_name(name: object, kind: str) -> str:
-    if not isinstance(name, str):
-        raise InvalidName(f"{kind} name must be a str, got {type(name).__name__}")
-    if not name:
-        raise InvalidName(f"{kind} name is empty")
-    if "\0" in name:
-        raise InvalidName(f"{kind} name {name!r} contains a NUL character")
-    if any(ch.isspace() for ch in name):
-        raise InvalidName(f"{kind} name {name!r} contains whitespace")
-    if name.startswith("-"):
-        raise InvalidName(
-            f"{kind} name {name!r} starts with '-' (LVM would read it as an option)")
-    if name in (".", ".."):
-        raise InvalidName(f"{kind} name {name!r} is reserved ('.' and '..' are not allowed)")
-    if not _NAME_RE.fullmatch(name):
-        bad = "".join(sorted({ch for ch in name if not _NAME_RE.fullmatch(ch)}))
-        raise InvalidName(
-            f"{kind} name {name!r} contains characters LVM does not allow ({bad!r}); "
-            "allowed are A-Z a-z 0-9 + _ . -")
-    if len(name) > NAME_MAX_LENGTH:
-        raise InvalidName(
-            f"{kind} name is {len(name)} characters long; LVM allows at most "
-            f"{NAME_MAX_LENGTH}")
-    return name
-
-
-def validate_vg_name(name: str) -> str:
-    """Return ``name`` if LVM accepts it as a VG name, else raise InvalidName.
-
-    (LVM also refuses a new VG named like an entry of /dev; that needs I/O
-    and is left to vgcreate.)
-    """
-    return _check_common_name(name, "volume group")
-
-
-def validate_lv_name(name: str) -> str:
-    """Return ``name`` if LVM accepts it as a new LV name, else raise InvalidName."""
-    _check_common_name(name, "logical volume")
-    for prefix in _RESERVED_PREFIXES:
-        if name.startswith(prefix):
-            raise InvalidName(
-                f"logical volume name {name!r} starts with {prefix!r}, which LVM "
-                "reserves")
-    for part in _RESERVED_SUBSTRINGS:
-        if part in name:
-            raise InvalidName(
-                f"logical volume name {name!r} contains {part!r}, which LVM "
-                "reserves for its internal volumes")
-    return name
-
-
-def validate_tag(tag: str) -> str:
-    """Return ``tag`` if LVM accepts it (A-Z a-z 0-9 _ + . - / = ! : & #)."""
-    if not isinstance(tag, str):
-        raise InvalidInput(f"an LVM tag must be a str, got {type(tag).__name__}")
-    if not _TAG_RE.fullmatch(tag):
-        raise InvalidInput(
-            f"LVM tag {tag!r} is empty or contains characters LVM does not allow; "
-            "allowed are A-Z a-z 0-9 _ + . - / = ! : & #")
-    return tag
-
-
-def size_argument(size_bytes: int) -> str:
-    """An exact LVM size argument (``<n>b``) for a positive byte count.
-
-    LVM only takes byte sizes that are whole sectors, so the count is rounded
-    up to 512; LVM then rounds it up to whole extents itself.
-    """
-    if isinstance(size_bytes, bool) or not isinstance(size_bytes, int):
-        raise InvalidSize(f"a size in bytes must be an int, got {size_bytes!r}")
-    if size_bytes <= 0:
-        raise InvalidSize(f"a size must be positive, got {size_bytes} bytes")
-    return f"{-(-size_bytes // 512) * 512}b"
-
-
-# ---------------------------------------------------------------------------
-# Records
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class LVAttr:
-    """The 10 characters of ``lv_attr`` decoded once (see lvs(8))."""
-
-    raw: str
-    volume_type: str        # t thin pool, V thin volume, - plain, s snapshot, ...
-    permissions: str        # w writeable, r read-only, R read-only activation
-    allocation_policy: str  # i inherited, n normal, c contiguous, l cling, a anywhere
-    fixed_minor: bool
-    state: str              # a active, - inactive, X unknown, s suspended, ...
-    device_open: bool | None  # None when LVM cannot tell (X)
-    target_type: str        # t thin, - none, s snapshot, m mirror, r raid, ...
-    zero: bool              # newly-allocated blocks are zeroed
-    health: str             # - ok, p partial, F failed, D out of data, M md read-only
-    skip_activation: bool   # k: skipped by normal activation (thin snapshots)
-
-    @classmethod
-    def parse(cls, raw: str) -> LVAttr:
-        """Decode an ``lv_attr`` string; LVMOutputError unless it has 10 chars."""
-        if not isinstance(raw, str) or len(raw) != 10:
-            raise LVMOutputError(f"lv_attr must be 10 characters, got {raw!r}")
-        open_char = raw[5]
-        return cls(
-            raw=raw, volume_type=raw[0], permissions=raw[1],
-            allocation_policy=raw[2], fixed_minor=raw[3] == "m", state=raw[4],
-            device_open=None if open_char == "X" else open_char == "o",
-            target_type=raw[6], zero=raw[7] == "z", health=raw[8],
-            skip_activation=raw[9] == "k")
-
-    @property
-    def is_thin_pool(self) -> bool:
-        return self.volume_type == "t"
-
-    @property
-    def is_thin_volume(self) -> bool:
-        return self.volume_type == "V"
-
-    @property
-    def is_active(self) -> bool:
-        return self.state == "a"
-
-    @property
-    def is_state_known(self) -> bool:
-        """False when LVM could not ask the kernel (e.g. activation disabled)."""
-        return self.state != "X"
-
-    @property
-    def is_writable(self) -> bool:
-        return self.permissions == "w"
-
-    @property
-    def is_partial(self) -> bool:
-        return self.health == "p"
-
-    @property
-    def is_healthy(self) -> bool:
-        """No health flag: not partial, failed, out of space or read-only."""
-        return self.health == "-"
-
-
-#: volume_type characters of LVs that hold their own extents (not thin, not a
-#: snapshot's COW store, not a pool's internal data or metadata).
-_THICK_TYPES: Final = frozenset("-oOmMrRC")
-
-
-class LogicalVolume(NamedTuple):
-    """One row of the report. Sizes are bytes (extent-rounded by LVM).
-
-    ``data_percent``/``metadata_percent`` are None when LVM printed nothing
-    (the LV type has none, or it is inactive so the kernel was not asked).
-    A NamedTuple, not a frozen dataclass: as immutable and typed, but built
-    about 3x faster, which counts at 100,000 LVs a report.
-    """
-
-    name: str
-    size_bytes: int
-    attr: LVAttr
-    pool_lv: str | None
-    origin: str | None
-    data_percent: float | None
-    metadata_percent: float | None
-    tags: tuple[str, ...]
-
-    # lv_attr is decoded by LVAttr alone; these delegate to its predicates.
-    @property
-    def is_thin_pool(self) -> bool:
-        return self.attr.is_thin_pool
-
-    @property
-    def is_thin_volume(self) -> bool:
-        return self.attr.is_thin_volume
-
-    @property
-    def is_thin_snapshot(self) -> bool:
-        """A thin volume that still has an origin (LVM forgets it once removed)."""
-        return self.origin is not None and self.attr.is_thin_volume
-
-    @property
-    def is_hidden(self) -> bool:
-        """An LVM-internal LV (``[pool_tdata]`` etc.), listed only with ``lvs -a``."""
-        return self.name.startswith("[")
-
-    @property
-    def is_thick(self) -> bool:
-        """A visible LV with its own extents: linear, striped, mirror, raid."""
-        return self.attr.volume_type in _THICK_TYPES and not self.name.startswith("[")
-
-    @property
-    def is_active(self) -> bool:
-        return self.attr.is_active
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class VGInfo:
-    """The volume group's own facts, from ``vgs``. Sizes in bytes."""
-
-    vg_name: str
-    vg_size_bytes: int
-    vg_free_bytes: int
-    extent_size_bytes: int
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class VGReport:
-    """The whole VG at one instant: its size and free space and every LV."""
-
-    vg_name: str
-    vg_size_bytes: int
-    vg_free_bytes: int
-    extent_size_bytes: int
-    lvs: tuple[LogicalVolume, ...]
-    _by_name: dict[str, LogicalVolume] = field(
-        init=False, repr=False, compare=False, default=None)  # type: ignore[assignment]
-
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "_by_name", {lv.name: lv for lv in self.lvs})
-
-    def find_lv(self, name: str) -> LogicalVolume | None:
-        """The LV of that name, or None."""
-        return self._by_name.get(name)
-
-    def get_lv(self, name: str) -> LogicalVolume:
-        """The LV of that name; ``LVNotFoundError`` (a NotFound) if absent."""
-        lv = self._by_name.get(name)
-        if lv is None:
-            raise LVNotFoundError(
-                f"no logical volume {name!r} in volume group {self.vg_name!r}")
-        return lv
-
-    def thin_pools(self) -> tuple[LogicalVolume, ...]:
-        return tuple(lv for lv in self.lvs if lv.is_thin_pool)
-
-    def thin_volumes(self, pool_name: str) -> tuple[LogicalVolume, ...]:
-        """Every thin volume of the pool, snapshots included."""
-        return tuple(lv for lv in self.lvs
-                     if lv.pool_lv == pool_name and lv.attr.is_thin_volume)
-
-    def thick_volumes(self) -> tuple[LogicalVolume, ...]:
-        return tuple(lv for lv in self.lvs if lv.is_thick)
-
-
-class LVNotFoundError(NotFound):
-    """A report has no LV of the requested name."""
-
-
-# ---------------------------------------------------------------------------
-# Parsing
-
-#: The fields of the one ``lvs`` report, only those the driver reads (every
-#: extra field costs ``lvs`` time and parse time). VG facts ride on every LV row.
-REPORT_FIELDS: Final = (
-    "vg_name", "vg_size", "vg_free", "vg_extent_size", "lv_name", "lv_size",
-    "lv_attr", "pool_lv", "origin", "data_percent", "metadata_percent", "lv_tags",
-)
-VG_FIELDS: Final = ("vg_name", "vg_size", "vg_free", "vg_extent_size")
-#: A row's REPORT_FIELDS values as one tuple (KeyError if one is missing;
-#: fields LVM printed beyond them are ignored).
-_report_values: Final = operator.itemgetter(*REPORT_FIELDS)
-
-
-def _load_rows(text: str, section: str) -> list[dict[str, Any]]:
-    if not isinstance(text, str):
-        raise LVMOutputError(f"LVM output must be text, got {type(text).__name__}")
-    try:
-        data = json.loads(text)
-    except ValueError as exc:
-        snippet = text.strip()[:80]
-        raise LVMOutputError(
-            f"LVM printed malformed JSON ({exc}); output began {snippet!r}") from None
-    if not isinstance(data, dict) or not isinstance(data.get("report"), list):
-        raise LVMOutputError("LVM JSON has no 'report' list")
-    rows: list[dict[str, Any]] = []
-    for entry in data["report"]:
-        if not isinstance(entry, dict):
-            raise LVMOutputError("an entry of the LVM 'report' list is not an object")
-        part = entry.get(section)
-        if part is None:
-            continue
-        if not isinstance(part, list):
-            raise LVMOutputError(f"LVM report section {section!r} is not a list")
-        rows.extend(part)
-    return rows
-
-
-def _byte_count(text: str, key: str) -> int:
-    """A size printed with ``--units b --nosuffix``: ASCII digits, nothing else."""
-    if type(text) is str and text.isdigit() and text.isascii():
-        return int(text)
-    raise LVMOutputError(
-        f"field {key!r} should be a byte count, got {text!r} "
-        "(was the report run with --units b --nosuffix?)")
-
-
-def _int_field(row: dict[str, Any], key: str, index: int) -> int:
-    try:
-        return _byte_count(row[key], key)
-    except LVMOutputError as exc:
-        raise LVMOutputError(f"row {index}: {exc}") from None
-
-
-def _percent(text: str, key: str) -> float | None:
-    """A percentage from 0 to 100, or None where LVM printed nothing."""
-    if text == "":
-        return None
-    try:
-        number = float(text)
-    except ValueError:
-        number = math.nan
-    if not (text.isascii() and 0.0 <= number <= 100.0):
-        raise LVMOutputError(f"field {key!r} should be a percentage, got {text!r}")
-    return number
-
-
-def _tag_tuple(text: str) -> tuple[str, ...]:
-    return tuple(text.split(",")) if text else ()
-
-
-_T = TypeVar("_T")
-
-
-class _Memo(dict[str, _T]):
-    """``memo[text]`` is ``convert(text)``, computed once per distinct text.
-
-    Sizes, lv_attr strings, percentages and tag lists repeat across the rows
-    of a report; each distinct one is checked, converted and allocated once.
-    """
-
-    __slots__ = ("_convert",)
-
-    def __init__(self, convert: Callable[[str], _T]) -> None:
-        super().__init__()
-        self._convert = convert
-
-    def __missing__(self, text: str) -> _T:
-        value = self[text] = self._convert(text)
-        return value
-
-
-def _missing(row: object, fields: tuple[str, ...], index: int) -> LVMOutputError:
-    if not isinstance(row, dict):
-        return LVMOutputError(f"row {index} of the LVM report is not an object")
-    absent = [name for name in fields if name not in row]
-    return LVMOutputError(
-        f"row {index} of the LVM report lacks field(s) {', '.join(absent)}")
-
-
-def _not_a_string(values: tuple[Any, ...], index: int) -> LVMOutputError:
-    key, value = next((key, value) for key, value in zip(REPORT_FIELDS, values)
-                      if type(value) is not str)
-    return LVMOutputError(f"row {index}: field {key!r} is not a string: {value!r}")
-
-
-def _other_vg(values: tuple[str, ...], vg_name: str, first: tuple[str, ...],
-              index: int) -> LVMOutputError:
-    if values[0] != vg_name:
-        return LVMOutputError(
-            f"row {index} belongs to volume group {values[0]!r}, not {vg_name!r}")
-    key, value, expected = next(item for item in zip(VG_FIELDS, values, first)
-                                if item[1] != item[2])
-    return LVMOutputError(
-        f"row {index}: field {key!r} is {value!r} but row 0 says {expected!r} "
-        "(one report is one volume group at one instant)")
-
-
-def _lvs_from_rows(rows: list[Any], vg_name: str) -> tuple[LogicalVolume, ...]:
-    """Check every row of the report and build its LogicalVolume, in one pass.
-
-    Every row must carry the VG facts of row 0; LVMOutputError names the row
-    and field of the first thing wrong.
-    """
-    lv_sizes = _Memo(functools.partial(_byte_count, key="lv_size"))
-    attrs = _Memo(LVAttr.parse)
-    data_percents = _Memo(functools.partial(_percent, key="data_percent"))
-    metadata_percents = _Memo(functools.partial(_percent, key="metadata_percent"))
-    tag_tuples = _Memo(_tag_tuple)
-    vg_facts: tuple[str, ...] = ()
-    lvs: list[LogicalVolume] = []
-    for index, row in enumerate(rows):
-        try:
-            values = _report_values(row)
-        except (KeyError, TypeError):
-            raise _missing(row, REPORT_FIELDS, index) from None
-        if values[:4] != vg_facts:
-            if index or values[0] != vg_name:
-                raise _other_vg(values, vg_name, vg_facts, index)
-            vg_facts = values[:4]
-        _, _, _, _, name, size, attr, pool_lv, origin, data, metadata, tags = values
-        if not (type(name) is type(size) is type(attr) is type(pool_lv) is type(origin)
-                is type(data) is type(metadata) is type(tags) is str):
-            raise _not_a_string(values, index)
-        if not name:
-            raise LVMOutputError(f"row {index}: field 'lv_name' is empty")
-        try:
-            lvs.append(LogicalVolume(
-                name, lv_sizes[size], attrs[attr], pool_lv or None, origin or None,
-                data_percents[data], metadata_percents[metadata], tag_tuples[tags]))
-        except LVMOutputError as exc:
-            raise LVMOutputError(f"row {index}: {exc}") from None
-    return tuple(lvs)
-
-
-def parse_vgs_report(text: str, vg_name: str) -> VGInfo:
-    """Parse ``vgs --reportformat json --units b --nosuffix -o VG_FIELDS <vg>``."""
-    rows = _load_rows(text, "vg")
-    mine = [row for row in rows if isinstance(row, dict) and row.get("vg_name") == vg_name]
-    if not mine:
-        raise LVMOutputError(f"the vgs report has no row for volume group {vg_name!r}")
-    if len(mine) != len(rows):
-        raise LVMOutputError(f"the vgs report has rows for other volume groups than {vg_name!r}")
-    row = mine[0]
-    try:
-        return VGInfo(
-            vg_name=vg_name,
-            vg_size_bytes=_int_field(row, "vg_size", 0),
-            vg_free_bytes=_int_field(row, "vg_free", 0),
-            extent_size_bytes=_int_field(row, "vg_extent_size", 0),
-        )
-    except KeyError:
-        raise _missing(row, VG_FIELDS, 0) from None
-
-
-def parse_lvs_report(text: str, vg_name: str, *,
-                     vg_info: VGInfo | None = None) -> VGReport:
-    """Parse the ``lvs`` report of ``REPORT_FIELDS`` into a ``VGReport``.
-
-    The VG's size, free space and extent size come from the first row. LVM
-    prints no row at all for a VG without LVs; only then is ``vg_info`` used
-    (and required). Raises LVMOutputError, naming what is wrong, on malformed
-    JSON, missing fields, non-numeric sizes or rows of another VG.
-    """
-    with _gc_paused():
-        return _report_from_rows(_load_rows(text, "lv"), vg_name, vg_info)
-
-
-@contextlib.contextmanager
-def _gc_paused() -> Iterator[None]:
-    """Pause the cyclic garbage collector while a report is parsed.
-
-    A report of 100,000 LVs makes a few hundred thousand containers that all
-    stay alive and form no cycles; the collector would traverse them again
-    and again for nothing (about 20 ms of a 400 ms parse, docs/benchmarks.md).
-    It is re-enabled on the way out, whatever happens.
-    """
-    if not gc.isenabled():
-        yield
-        return
-    gc.disable()
-    try:
-        yield
-    finally:
-        gc.enable()
-
-
-def _report_from_rows(rows: list[dict[str, Any]], vg_name: str,
-                      vg_info: VGInfo | None) -> VGReport:
-    if not rows:
-        if vg_info is None:
-            raise LVMOutputError(
-                f"the lvs report has no rows, so it says nothing about volume "
-                f"group {vg_name!r} (it has no LVs); pass vg_info from vgs")
-        if vg_info.vg_name != vg_name:
-            raise LVMOutputError(f"vg_info is for {vg_info.vg_name!r}, not {vg_name!r}")
-        return VGReport(vg_name=vg_name, vg_size_bytes=vg_info.vg_size_bytes,
-                        vg_free_bytes=vg_info.vg_free_bytes,
-                        extent_size_bytes=vg_info.extent_size_bytes, lvs=())
-    lvs = _lvs_from_rows(rows, vg_name)
-    first = rows[0]
-    return VGReport(
-        vg_name=vg_name,
-        vg_size_bytes=_int_field(first, "vg_size", 0),
-        vg_free_bytes=_int_field(first, "vg_free", 0),
-        extent_size_bytes=_int_field(first, "vg_extent_size", 0),
-        lvs=lvs,
-    )
-
 
 # ---------------------------------------------------------------------------
 # The volume group
@@ -582,11 +90,11 @@ class VolumeGroup:
         ``timeout_s`` bounds each process (default: the executor's).
         """
         result = self._executor.run(self.report_argv(), readonly=True, timeout_s=timeout_s)
-        with _gc_paused():
-            rows = _load_rows(result.stdout, "lv")
+        with gc_paused():
+            rows = load_rows(result.stdout, "lv")
             if rows:
-                return _report_from_rows(rows, self._vg_name, None)
-        return _report_from_rows(rows, self._vg_name, self.vg_info(timeout_s=timeout_s))
+                return report_from_rows(rows, self._vg_name, None)
+        return report_from_rows(rows, self._vg_name, self.vg_info(timeout_s=timeout_s))
 
     def lv_report(self, name: str, *, timeout_s: float | None = None) -> LogicalVolume | None:
         """LV ``name`` alone, from ``lvs <vg>/<name>``; None when LVM says it does not exist.
@@ -602,8 +110,8 @@ class VolumeGroup:
             raise
         except LVMNotFoundError:
             return None
-        rows = _load_rows(result.stdout, "lv")
-        lvs = _lvs_from_rows(rows, self._vg_name)
+        rows = load_rows(result.stdout, "lv")
+        lvs = lvs_from_rows(rows, self._vg_name)
         if [lv.name for lv in lvs] != [name]:
             raise LVMOutputError(f"lvs {self._vg_name}/{name} exited 0 listing "
                                  f"{[lv.name for lv in lvs]!r}, not that one LV")

@@ -41,7 +41,7 @@ def run(workdir: Path) -> dict[str, Any]:
     operator.run(["lvcreate", "-s", "-n", "legacy-snap", "kitvg/legacy-data"], readonly=False)
     operator.run(["lvcreate", "-T", "-V", "1g", "-n", "legacy-busy", "kitvg/kitpool"],
                  readonly=False)
-    kit.simulator.set_open("kitvg", "legacy-busy")
+    kit.executor.runner.set_open("kitvg", "legacy-busy")
     thin = volume_types.create(context, "kit-thin", {"volume_backend_name": "kit-lvm",
                                                      "provisioning:type": "thin"})
     thin2 = volume_types.create(context, "kit-thin-gold", {"volume_backend_name": "kit-lvm",
@@ -103,7 +103,7 @@ def run(workdir: Path) -> dict[str, Any]:
         {"host": "node1@kit-lvm#kitvg"})
 
     # revert: the volume gets the snapshot's data back (a merge, as Cinder's LVM driver)
-    kit.simulator.write_data("kitvg", adopted.name, 64 * 1024 ** 2)
+    kit.executor.runner.write_data("kitvg", adopted.name, 64 * 1024 ** 2)
     written = kit.vg.report().get_lv(adopted.name).data_percent
     adopted.update({"status": "reverting"})
     adopted.save()
@@ -130,7 +130,7 @@ def run(workdir: Path) -> dict[str, Any]:
     thick_volume = new_volume(1, pool="kitvg", type_id=thick["id"])
     manager.create_volume(context, thick_volume)
     manager.delete_volume(context, thick_volume)
-    out["wipes"] = kit.simulator.wipes()
+    out["wipes"] = kit.executor.runner.wipes()
     return out
 
 

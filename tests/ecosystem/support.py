@@ -58,7 +58,7 @@ class SimBackend:
 
     def write(self, lv: str, gib: float) -> None:
         """Write data into a thin volume so that the pool fills."""
-        self.driver.simulator.write_data(  # type: ignore[attr-defined]
+        self.driver.executor.runner.write_data(  # type: ignore[attr-defined]
             self.options["volume_group"], lv, int(gib * 1024 ** 3))
 
 

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import ast
 import graphlib
+import subprocess
+import sys
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
@@ -91,3 +93,15 @@ def test_nothing_imports_the_command_line() -> None:
     importers = sorted(f"{name} imports {top}" for name, targets in _graph().items()
                        for top in TOP if top in targets)
     assert importers == []
+
+
+def test_the_driver_does_not_know_it_may_be_simulated() -> None:
+    """Only the composition (lvm_driver.backends, front ends, tests) picks the simulator."""
+    assert "lvm_driver.simulator" not in _graph()["lvm_driver.driver"]
+    assert "lvm_driver.simulator" in _graph()["lvm_driver.backends"]
+
+
+def test_running_the_simulator_module_prints_no_warning() -> None:
+    result = subprocess.run([sys.executable, "-W", "error", "-m", "lvm_driver.simulator"],
+                            capture_output=True, text=True, timeout=60)
+    assert result.stderr.startswith("usage:") and result.returncode == 2, result.stderr

@@ -348,6 +348,6 @@ def test_lvm_conf_file_must_be_named_lvm_conf(tmp_path):
         ThinLVMDriver(backend_conf(tmp_path, f"lvm_conf_file = {bad}"))
     assert f"[fast] lvm_conf_file = {bad!r}" in str(err.value)
     driver = ThinLVMDriver(backend_conf(tmp_path, f"lvm_conf_file = {tmp_path / 'lvm.conf'}"))
-    driver.simulator.create_vg("cinder-volumes", 4 * GiB)
+    driver.executor.runner.create_vg("cinder-volumes", 4 * GiB)
     driver.do_setup()
-    assert driver.simulator.last_env["LVM_SYSTEM_DIR"] == str(tmp_path)
+    assert driver.executor.runner.last_env["LVM_SYSTEM_DIR"] == str(tmp_path)

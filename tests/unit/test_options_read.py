@@ -15,6 +15,8 @@ from driver_kit.config import DEFAULT_OPTS, KIT_OPTS, make_conf
 from driver_kit.exceptions import CoordinationError
 from driver_kit.loading import load_driver
 from lvm_driver.driver import LVM_OPTS, ThinLVMDriver
+from lvm_driver.executor import ProcessRunner
+from lvm_driver.simulator import LVMSimulator
 
 
 def _driver(tmp_path, setup=True, **extra):
@@ -101,11 +103,11 @@ def _provisioned_percent(tmp_path):
 def _stats_timeout(tmp_path):
     driver = _driver(tmp_path, stats_timeout=0.25)
     driver.create_volume("volume-a", 1)
-    driver.simulator.inject("lvs", delay_s=2.0)
+    driver.executor.runner.inject("lvs", delay_s=2.0)
     pool = _pool(driver)
     assert pool["backend_state"] == "down" and "0.25" in pool["down_reason"]
     # it bounds the stats only: a delete's lvs has lvm_command_timeout
-    driver.simulator.inject("lvs", delay_s=0.5)
+    driver.executor.runner.inject("lvs", delay_s=0.5)
     driver.delete_volume("volume-a")
     assert driver.backend_find_volume("volume-a") is None
 
@@ -137,7 +139,7 @@ def _offer_thick(tmp_path):
 
 def _conf_file(tmp_path):
     driver = _driver(tmp_path, lvm_conf_file=str(tmp_path / "etc" / "lvm.conf"))
-    assert driver.simulator.last_env["LVM_SYSTEM_DIR"] == str(tmp_path / "etc")
+    assert driver.executor.runner.last_env["LVM_SYSTEM_DIR"] == str(tmp_path / "etc")
 
 
 def _root_helper(tmp_path):
@@ -158,15 +160,16 @@ def _root_helper(tmp_path):
 
 def _command_timeout(tmp_path):
     driver = _driver(tmp_path, lvm_command_timeout=0.3)
-    driver.simulator.inject("lvcreate", delay_s=2.0)
+    driver.executor.runner.inject("lvcreate", delay_s=2.0)
     with pytest.raises(BackendTimeout, match="0.3 s"):
         driver.create_volume("volume-a", 1)
     assert driver.backend_find_volume("volume-a") is None
 
 
 def _backend(tmp_path):
-    assert _driver(tmp_path, setup=False).simulator is not None
-    assert _driver(tmp_path, setup=False, lvm_backend="real").simulator is None
+    assert isinstance(_driver(tmp_path, setup=False).executor.runner, LVMSimulator)
+    assert isinstance(_driver(tmp_path, setup=False, lvm_backend="real").executor.runner,
+                      ProcessRunner)
 
 
 def _state_file(tmp_path):
@@ -197,7 +200,7 @@ def _wiped(tmp_path, **extra):
     driver.create_volume("thin-a", 2)
     driver.delete_volume("thick-a")
     driver.delete_volume("thin-a")
-    return driver.simulator.wipes()
+    return driver.executor.runner.wipes()
 
 
 def _volume_clear(tmp_path):

@@ -506,7 +506,7 @@ def test_a_command_holds_the_lock_for_its_whole_run(tmp_path, monkeypatch):
     """A second process-like simulator waits until a hung command gave the lock up."""
     import types
 
-    import lvm_driver.simulator as simulator_module
+    import lvm_driver.simulator.faults as simulator_module
     state = tmp_path / "lvm.json"
     holder, waiter = LVMSimulator(state), LVMSimulator(state)
     holder.create_vg("vg", GiB)
@@ -633,7 +633,7 @@ def _slept(monkeypatch) -> list[float]:
     """The simulator's sleeps, recorded instead of slept."""
     import types
 
-    import lvm_driver.simulator as simulator_module
+    import lvm_driver.simulator.faults as simulator_module
     slept: list[float] = []
     monkeypatch.setattr(simulator_module, "time", types.SimpleNamespace(sleep=slept.append))
     return slept

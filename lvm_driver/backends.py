@@ -1,0 +1,53 @@
+"""What runs LVM for a backend: real LVM commands or the embedded simulator.
+
+The one place that decides, from the backend's configuration, whether the
+driver's commands reach the host's LVM or ``LVMSimulator``; the driver only
+receives an ``LVMExecutor`` and never knows which. Composition roots (the
+CLI, the Cinder adapter, tests) may also build their own executor and pass
+it to ``ThinLVMDriver(executor=...)``.
+"""
+
+from __future__ import annotations
+
+import os
+
+from oslo_config import cfg
+
+from driver_kit import BackendConfig, GiB
+from lvm_driver.executor import LVMExecutor
+
+BACKEND_OPTS = [
+    cfg.StrOpt("lvm_root_helper",
+               help="Command prefix for LVM (e.g. 'sudo'); unset: none when running as "
+                    "root, 'sudo' otherwise."),
+    cfg.FloatOpt("lvm_command_timeout", default=120.0,
+                 help="Seconds an LVM command may run before it is stopped."),
+    cfg.StrOpt("lvm_backend", default="real", choices=["real", "simulator"],
+               help="'real' runs LVM; 'simulator' runs the embedded LVM simulator."),
+    cfg.StrOpt("lvm_simulator_state_file",
+               help="JSON state file of the simulator (shared by every process using it)."),
+    cfg.IntOpt("lvm_simulator_vg_size_gb", default=100, min=1,
+               help="Size of the volume group the simulator creates when its state has "
+                    "none (stands for the operator's vgcreate)."),
+]
+
+
+def make_executor(conf: BackendConfig) -> LVMExecutor:
+    """The executor ``conf`` asks for: LVM's environment (``lvm_conf_file``), root
+    helper and timeout, running real LVM or, with ``lvm_backend = simulator``, the
+    simulator, which then also stands for the operator's ``vgcreate``."""
+    root_helper = conf.get("lvm_root_helper")
+    if root_helper is None:
+        root_helper = None if os.geteuid() == 0 else "sudo"
+    conf_file = conf.get("lvm_conf_file")
+    settings = {"root_helper": root_helper or None,
+                "lvm_system_dir": os.path.dirname(conf_file) if conf_file else None,
+                "timeout_s": conf.get("lvm_command_timeout", 120.0)}
+    if conf.get("lvm_backend", "real") != "simulator":
+        return LVMExecutor(**settings)
+    from lvm_driver.simulator import LVMSimulator  # only simulated backends load it
+    simulator = LVMSimulator(state_file=conf.get("lvm_simulator_state_file"))
+    size_bytes = conf.get("lvm_simulator_vg_size_gb", 100) * GiB
+    return LVMExecutor(runner=simulator,
+                       create_missing_vg=lambda name: simulator.create_vg(name, size_bytes),
+                       **settings)

@@ -1,0 +1,196 @@
+"""``LVMSimulator``: an LVM command line on simulated state, the runner an
+``LVMExecutor`` calls instead of real LVM.
+
+It takes the state under its lock, applies the injected fault a command
+meets, and hands the command line to the command table (``dispatch``); its
+helpers (``create_vg``, ``write_data``, ``inject``...) let tests, demos and
+operators set up a VG, stand for a guest writing data, and inject faults.
+"""
+
+from __future__ import annotations
+
+import copy
+import os
+import threading
+from collections.abc import Sequence
+from typing import Any
+
+from lvm_driver.executor import CommandResult, LVMExecutor
+from lvm_driver.simulator.dispatch import COMMANDS, OTHER_TOOLS, execute
+from lvm_driver.simulator.errors import EXIT_FAILED, SimulatorError, StateFileError
+from lvm_driver.simulator.faults import new_fault, new_state_fault, run_with_fault, take_matching
+from lvm_driver.simulator.session import Output, Session, ranges_without
+from lvm_driver.simulator.sizes import DEFAULT_EXTENT_SIZE, PV_METADATA_BYTES, SECTOR
+from lvm_driver.simulator.state import StateStore
+
+
+class LVMSimulator(StateStore):
+    """An LVM CLI on simulated state; call it as an ``LVMExecutor`` runner.
+
+    ``state_file=None`` keeps the state in memory (one process); a path keeps
+    it in a JSON file that several processes may share, each command holding
+    an exclusive lock on ``<state_file>.lock``.
+    """
+
+    def __init__(self, state_file: str | os.PathLike[str] | None = None):
+        super().__init__(state_file)
+        self._count_lock = threading.Lock()
+        self.commands_run = 0
+        self.last_env: dict[str, str] | None = None
+
+    # -- the runner seam -------------------------------------------------------
+
+    def __call__(self, argv: list[str], env: dict[str, str],
+                 timeout_s: float) -> CommandResult:
+        """Run one emulated LVM command (the executor's ``Runner`` signature)."""
+        argv = list(argv)
+        with self._count_lock:
+            self.commands_run += 1
+            self.last_env = dict(env)
+        name = os.path.basename(argv[0]) if argv else ""
+        if name != "lvm" and name not in COMMANDS and name not in OTHER_TOOLS:
+            return CommandResult(argv, 127, "", f"{argv[0] if argv else ''}: command not found\n")
+        try:
+            with self._transaction(argv) as state:
+                return self._run(state, argv, timeout_s)
+        except StateFileError as exc:  # LVM's way: the command fails, nothing changes
+            return CommandResult(argv, EXIT_FAILED, "", f"  {exc}\n")
+
+    def _run(self, state: dict[str, Any], argv: list[str], timeout_s: float) -> CommandResult:
+        """One command on ``state`` (held under the lock), its fault applied if any."""
+        fault = self._take_fault(state, argv)
+        return run_with_fault(fault, argv, timeout_s, lambda: execute(state, argv))
+
+    def run(self, argv: Sequence[str], *, timeout_s: float = 3600.0) -> CommandResult:
+        """Run one command as an operator would; never raises on failure."""
+        if isinstance(argv, str):
+            raise TypeError("argv must be a list of strings")
+        return self(list(argv), dict(os.environ), timeout_s)
+
+    def executor(self, **kwargs: Any) -> LVMExecutor:
+        """An ``LVMExecutor`` that runs its commands on this simulator."""
+        return LVMExecutor(runner=self, **kwargs)
+
+    # -- helpers for tests and demos ------------------------------------------------
+
+    def create_vg(self, name: str, size_bytes: int,
+                  extent_size_bytes: int = DEFAULT_EXTENT_SIZE) -> None:
+        """Create VG ``name`` of ``size_bytes`` (rounded down to whole extents).
+
+        Done through pvcreate/vgcreate on a pseudo device ``/dev/sim/<name>``.
+        """
+        if size_bytes < extent_size_bytes:
+            raise SimulatorError("a VG needs at least one extent")
+        device = f"/dev/sim/{name}"
+        pv_bytes = size_bytes // SECTOR * SECTOR + PV_METADATA_BYTES
+        for argv in (["pvcreate", "--setphysicalvolumesize", f"{pv_bytes}b", device],
+                     ["vgcreate", "--physicalextentsize", f"{extent_size_bytes}b",
+                      name, device]):
+            result = self.run(argv)
+            if result.exit_code:
+                raise SimulatorError(f"{' '.join(argv)} failed: {result.stderr.strip()}")
+
+    def write_data(self, vg: str, lv: str, nbytes: int) -> None:
+        """Write ``nbytes`` of new data to thin LV ``vg/lv``: pool usage grows.
+
+        Rounded up to the pool's chunk size and capped at the LV's size. An
+        inactive LV cannot be written; a full pool raises after filling up.
+        """
+        if isinstance(nbytes, bool) or not isinstance(nbytes, int) or nbytes < 0:
+            raise SimulatorError(f"nbytes must be an int >= 0, got {nbytes!r}")
+        with self._transaction() as state:
+            vg_rec = state["vgs"].get(vg)
+            if vg_rec is None or lv not in vg_rec["lvs"]:
+                raise SimulatorError(f"no logical volume {vg}/{lv}")
+            rec = vg_rec["lvs"][lv]
+            if not rec["active"]:
+                raise SimulatorError(f"{vg}/{lv} is not active; it cannot be written")
+            if rec["kind"] != "thin":  # a thick LV owns its extents: only its data changes
+                size = rec["extents"] * vg_rec["extent_size"]
+                end = max([0] + [b for _, b in rec.get("data", [])])
+                rec["data"] = ranges_without(rec.get("data", []), end, size) + \
+                    ([[end, min(size, end + nbytes)]] if nbytes and end < size else [])
+                return
+            if Session(state, Output()).map_thin(vg_rec, rec, nbytes):
+                raise SimulatorError(f"thin pool {vg}/{rec['pool']} is out of data space")
+
+    def wipes(self) -> list[dict[str, Any]]:
+        """Every ``dd`` of zeros run so far: ``{"device": "/dev/vg/lv", "bytes": n}``."""
+        with self._transaction() as state:
+            return copy.deepcopy(state.get("wipes", []))
+
+    def data_bytes(self, vg: str, lv: str) -> int:
+        """Bytes of thick LV ``vg/lv`` holding data written by ``write_data`` and not
+        zeroed since."""
+        with self._transaction() as state:
+            rec = state["vgs"].get(vg, {}).get("lvs", {}).get(lv)
+            if rec is None:
+                raise SimulatorError(f"no logical volume {vg}/{lv}")
+            return sum(b - a for a, b in rec.get("data", []))
+
+    def set_open(self, vg: str, lv: str, is_open: bool = True) -> None:
+        """Mark LV ``vg/lv`` open (held by a process, e.g. a target exporting it): its
+        ``lv_attr`` shows ``o`` and ``lvchange -an`` refuses, as LVM does."""
+        with self._transaction() as state:
+            rec = state["vgs"].get(vg, {}).get("lvs", {}).get(lv)
+            if rec is None:
+                raise SimulatorError(f"no logical volume {vg}/{lv}")
+            rec["open"] = bool(is_open)
+
+    def inject(self, command: str, *, exit_code: int = EXIT_FAILED,
+               stderr: str | None = None, stdout: str = "", times: int | None = 1,
+               hang: bool = False, malformed_output: bool = False,
+               fail_after_apply: bool = False, argv_contains: str | None = None,
+               delay_s: float | None = None) -> None:
+        """Make the next ``times`` runs of ``command`` fail (None: every run).
+
+        ``command`` is the LVM command (``lvcreate``, ``lvs``; ``segtypes`` for
+        ``lvm segtypes``). Default: exit code 5 with an LVM-style message and
+        nothing applied. ``hang``: sleeps the runner's timeout, then raises
+        LVMTimeoutError. ``malformed_output``: the command runs, its stdout is
+        cut in half. ``fail_after_apply``: the change is applied, then the
+        command exits ``exit_code`` (a crash after lvcreate succeeded).
+        ``delay_s``: a slow command, not a failing one: it waits that many
+        seconds (holding the lock, as LVM holds its VG lock), then runs as
+        usual; one slower than the runner's timeout is stopped unapplied, as
+        with ``hang``. ``argv_contains``: only runs whose argv has this item.
+        """
+        fault = new_fault(command, exit_code=exit_code, stderr=stderr, stdout=stdout,
+                          times=times, hang=hang, malformed_output=malformed_output,
+                          fail_after_apply=fail_after_apply, argv_contains=argv_contains,
+                          delay_s=delay_s)
+        with self._transaction() as state:
+            state["faults"].append(fault)
+
+    def inject_state_error(self, operation: str, *, command: str | None = None,
+                           times: int | None = 1, argv_contains: str | None = None) -> None:
+        """Make reading or writing the state file fail with EIO for the next ``times``
+        runs of ``command`` (None: any command; ``times`` None: every run).
+
+        ``operation`` is ``"read"`` (the command cannot load the state) or
+        ``"write"`` (it cannot save what it changed; a command that changes
+        nothing writes nothing and is not failed). The command fails as LVM
+        does when its metadata cannot be read or written: exit code 5, a line
+        naming the file, nothing applied, the file's bytes unchanged. These
+        faults live beside the state, in ``<state file>.io-faults`` (a file
+        that cannot be written cannot record its own faults either), and apply
+        to LVM commands only, never to the helpers (``state()``, ``inject``).
+        """
+        fault = new_state_fault(operation, command=command, times=times,
+                                argv_contains=argv_contains)
+        if self.state_file is None:
+            raise SimulatorError("a simulator without a state file has no file to fail")
+        with self._thread_lock, self._locked():
+            self._save_io_faults(self._load_io_faults() + [fault])
+
+    def clear_faults(self) -> None:
+        """Remove every injected fault, state file I/O errors included."""
+        with self._transaction() as state:
+            state["faults"] = []
+            if self.state_file is not None:
+                self._save_io_faults([])
+
+    @staticmethod
+    def _take_fault(state: dict[str, Any], argv: list[str]) -> dict[str, Any] | None:
+        """The injected fault this run of ``argv`` meets, counted as used (None: none)."""
+        return take_matching(state["faults"], argv)
