@@ -26,6 +26,8 @@ removed. The marker stays on the LV (removing it would cost an ``lvchange``
 per create). A report that cannot be right (no thin pool, inconsistent with
 itself) is a backend fault: pools down, creates and deletes refused, the
 reason logged. Copies are grown to exactly the size the API returns.
+Beside it: ``pool_facts`` (a report to the pools), ``wipe`` (``volume_clear``),
+``manage`` (manage/unmanage, retype, revert) and ``tags``.
 """
 
 from __future__ import annotations
@@ -49,7 +51,10 @@ from lvm_driver.executor import (LVMError, LVMExecutor, LVMOutputError,
 from lvm_driver.lvm import (LogicalVolume, VGReport, VolumeGroup, validate_lv_name,
                             validate_vg_name)
 from lvm_driver.manage import ManageMixin
+from lvm_driver.pool_facts import (implausible, is_snapshot, pool_facts, pools_down,
+                                   thin_pool_usage)
 from lvm_driver.tags import REQUEST_TAG_PREFIX, SNAPSHOT_TAG, VOLUME_TAG
+from lvm_driver.wipe import WIPE_OPTS, wipe_thick
 
 LOG = logging.getLogger(__name__)
 
@@ -61,10 +66,6 @@ __all__ = ["ThinLVMDriver", "LVM_OPTS", "list_opts", "VOLUME_TAG", "SNAPSHOT_TAG
 #: then, or is slow for a moment, still gets the LV removed
 CLEANUP_ATTEMPTS = 8
 CLEANUP_PAUSE_S = 0.05
-
-#: the slowest a wipe may write before it is stopped: lvm_command_timeout plus one
-#: second per MiB wiped
-WIPE_MIN_BYTES_PER_S = 1024 * 1024
 
 #: what ``ThinLVMDriver._kind`` calls the LVs the driver manages
 _VOLUME = "a volume"
@@ -89,16 +90,7 @@ LVM_OPTS = [
                help="An lvm.conf to use instead of the system's; LVM_SYSTEM_DIR is set to "
                     "its directory for every LVM command, so the file must be named "
                     "lvm.conf."),
-    cfg.StrOpt("volume_clear", default="zero", choices=["none", "zero"],
-               help="Method used to wipe a thick volume before its extents are freed on "
-                    "delete (Cinder's option of the same name): 'zero' overwrites it with "
-                    "zeros, 'none' does not wipe. Thin volumes are never wiped (a thin "
-                    "pool hands out zeroed blocks). A wipe takes time proportional to the "
-                    "size; the space is freed only once it completes."),
-    cfg.IntOpt("volume_clear_size", default=0, min=0, max=1024,
-               help="MiB to wipe at the start of a thick volume on delete (Cinder's "
-                    "option of the same name); 0 wipes the whole volume."),
-] + BACKEND_OPTS
+] + WIPE_OPTS + BACKEND_OPTS
 
 
 def list_opts() -> list[tuple[str, list[cfg.Opt]]]:
@@ -189,7 +181,7 @@ class ThinLVMDriver(ManageMixin, VolumeDriver):
         """
         try:
             report = self.vg.report(timeout_s=timeout_s)
-            problem = self._implausible(report)
+            problem = implausible(report, self.pool_name)
         except LVMOutputError as exc:  # exited 0, printed what cannot be parsed
             problem = str(exc)
         if problem:
@@ -198,29 +190,6 @@ class ThinLVMDriver(ManageMixin, VolumeDriver):
                                      f"cannot be right: {problem}")
         return report
 
-    def _implausible(self, report: VGReport) -> str | None:
-        """What makes ``report`` impossible for this backend, or None."""
-        pool = report.find_lv(self.pool_name)
-        if pool is None:
-            return (f"thin pool {self.pool_name!r} not found in it ({len(report.lvs)} LVs "
-                    f"listed: an empty or truncated report, or the pool is gone)")
-        if not pool.is_thin_pool:
-            return f"{self.pool_name!r} is not a thin pool (lv_attr {pool.attr.raw!r})"
-        if report.extent_size_bytes <= 0 or report.vg_free_bytes > report.vg_size_bytes:
-            return (f"VG free {report.vg_free_bytes} bytes, size {report.vg_size_bytes} "
-                    f"bytes, extent {report.extent_size_bytes} bytes")
-        allocated = sum(lv.size_bytes for lv in report.lvs
-                        if lv.is_thin_pool or lv.is_thick)
-        if allocated > report.vg_size_bytes - report.vg_free_bytes:
-            return (f"its LVs hold {allocated} bytes of extents but the VG has only "
-                    f"{report.vg_size_bytes - report.vg_free_bytes} bytes allocated")
-        for lv in report.lvs:
-            if lv.pool_lv is not None and report.find_lv(lv.pool_lv) is None:
-                return f"LV {lv.name!r} names thin pool {lv.pool_lv!r}, which is not listed"
-            if lv.origin is not None and report.find_lv(lv.origin) is None:
-                return f"LV {lv.name!r} names origin {lv.origin!r}, which is not listed"
-        return None
-
     def backend_read_pools(self) -> Sequence[PoolFacts]:
         """Every pool from ONE ``lvs`` of the volume group (each down, saying why, when
         the report cannot be right)."""
@@ -228,66 +197,9 @@ class ThinLVMDriver(ManageMixin, VolumeDriver):
         try:  # a stats read past stats_timeout fails closed (never past the command's)
             report = self._read(min(conf.stats_timeout, self.executor.timeout_s))
         except BackendUnavailable as exc:
-            pools = [self._unavailable(self.pool_name, thin=True, reason=str(exc))]
-            if self.offer_thick:
-                pools.append(self._unavailable(self.vg_name, thin=False, reason=str(exc)))
-            return pools
-        pools = [self._thin_pool_facts(report)]
-        if self.offer_thick:
-            pools.append(self._thick_pool_facts(report))
-        return pools
-
-    def _is_snapshot(self, lv: LogicalVolume) -> bool:
-        """A thin LV that is a snapshot, not a volume (not provisioned capacity).
-
-        The driver's snapshots carry SNAPSHOT_TAG, which outlives the origin
-        (LVM forgets the origin once it is removed); an operator's thin LV with
-        an origin is a snapshot unless it carries the volume tag (a copy).
-        """
-        return SNAPSHOT_TAG in lv.tags or (lv.is_thin_snapshot and VOLUME_TAG not in lv.tags)
-
-    def _thin_pool_facts(self, report: VGReport) -> PoolFacts:
-        pool = report.get_lv(self.pool_name)
-        if pool.data_percent is None or pool.metadata_percent is None:
-            return self._unavailable(self.pool_name, thin=True,
-                                     reason=f"usage of thin pool {self.vg_name}/"
-                                            f"{self.pool_name} is unknown (pool inactive?)")
-        total = pool.size_bytes
-        used = min(total, math.ceil(total * pool.data_percent / 100))
-        # A pool whose metadata is full cannot map new blocks: bound free by it too.
-        metadata_room = math.floor(total * (100 - pool.metadata_percent) / 100)
-        free = max(0, min(total - used, metadata_room))
-        volumes, snapshots = [], []
-        for lv in report.thin_volumes(self.pool_name):
-            (snapshots if self._is_snapshot(lv) else volumes).append(lv)
-        ours = [lv for lv in volumes if VOLUME_TAG in lv.tags]
-        return PoolFacts(
-            pool_name=self.pool_name, total_bytes=total, free_bytes=free,
-            provisioned_bytes=sum(lv.size_bytes for lv in volumes),
-            snapshot_bytes=sum(lv.size_bytes for lv in snapshots),
-            thin_provisioning_support=True, thick_provisioning_support=False,
-            total_volumes=len(volumes), used_bytes=used,
-            driver_used_bytes=sum(math.ceil(lv.size_bytes * (lv.data_percent or 0) / 100)
-                                  for lv in ours),
-            data_percent=pool.data_percent, metadata_percent=pool.metadata_percent,
-            location_info=f"ThinLVMDriver:{self.vg_name}:{self.pool_name}",
-            extra={"volume_group": self.vg_name, "snapshot_count": len(snapshots)})
-
-    def _thick_pool_facts(self, report: VGReport) -> PoolFacts:
-        thick = report.thick_volumes()
-        provisioned = sum(lv.size_bytes for lv in thick)
-        return PoolFacts(
-            pool_name=self.vg_name, total_bytes=report.vg_free_bytes + provisioned,
-            free_bytes=report.vg_free_bytes, provisioned_bytes=provisioned,
-            thin_provisioning_support=False, thick_provisioning_support=True,
-            total_volumes=len(thick), used_bytes=provisioned,
-            location_info=f"ThinLVMDriver:{self.vg_name}:thick",
-            extra={"volume_group": self.vg_name})
-
-    def _unavailable(self, name: str, *, thin: bool, reason: str) -> PoolFacts:
-        return PoolFacts(pool_name=name, total_bytes=0, free_bytes=0, provisioned_bytes=0,
-                         thin_provisioning_support=thin, thick_provisioning_support=not thin,
-                         unavailable_reason=reason)
+            return pools_down(self.vg_name, self.pool_name, offer_thick=self.offer_thick,
+                              reason=str(exc))
+        return pool_facts(report, self.vg_name, self.pool_name, offer_thick=self.offer_thick)
 
     def _info(self, lv: LogicalVolume) -> VolumeInfo:
         return VolumeInfo(name=lv.name, size_gb=_gb_up(lv.size_bytes),
@@ -300,7 +212,7 @@ class ThinLVMDriver(ManageMixin, VolumeDriver):
 
         The one place that decides which LVs the driver finds and copies as
         volumes or snapshots: thin LVs of its own pool (snapshot or volume as
-        ``_is_snapshot`` tells, the split the pool's stats make) and visible
+        ``is_snapshot`` tells, the split the pool's stats make) and visible
         thick LVs (what the thick pool counts), whoever made them. Whether
         the driver may *remove* one is ``_owned``'s question.
         """
@@ -313,7 +225,7 @@ class ThinLVMDriver(ManageMixin, VolumeDriver):
         if lv.is_thin_volume:
             if lv.pool_lv != self.pool_name:
                 return f"a thin LV of thin pool {lv.pool_lv!r}, not of {self.pool_name!r}"
-            return _SNAPSHOT if self._is_snapshot(lv) else _VOLUME
+            return _SNAPSHOT if is_snapshot(lv) else _VOLUME
         if lv.is_thick:
             return _VOLUME
         return f"an LV of a type this driver does not manage (lv_attr {lv.attr.raw!r})"
@@ -423,26 +335,11 @@ class ThinLVMDriver(ManageMixin, VolumeDriver):
             raise VolumeBusy(f"volume {name!r} has snapshots ({', '.join(snapshots)}): "
                              f"delete them first; nothing was deleted", snapshots)
         if lv.is_thick:
-            self._wipe(lv)
+            wipe_thick(self.vg, lv, self.configuration)
         try:
             self.vg.delete(name)
         except NotFound as exc:  # gone since the lvs
             raise not_found from exc
-
-    def _wipe(self, lv: LogicalVolume) -> None:
-        """Zero a thick LV before its extents go back to the VG (``volume_clear``), so the
-        next volume made on them cannot read this one's data; a wipe that fails fails
-        the delete, and the LV stays."""
-        if self.configuration.get("volume_clear", "zero") == "none":
-            return
-        clear_mib = self.configuration.get("volume_clear_size", 0)
-        nbytes = lv.size_bytes if not clear_mib else min(lv.size_bytes, clear_mib * 1024 ** 2)
-        if not lv.is_active:
-            self.vg.activate(lv.name)
-        LOG.info("wiping %d bytes of thick volume %s/%s before removing it", nbytes,
-                 self.vg_name, lv.name)
-        self.vg.zero(lv.name, nbytes,
-                     timeout_s=self.executor.timeout_s + nbytes / WIPE_MIN_BYTES_PER_S)
 
     def _snapshots_of(self, report: VGReport, name: str) -> list[str]:
         """Every LV that depends on ``name`` as its origin: thin snapshots (the
@@ -450,7 +347,7 @@ class ThinLVMDriver(ManageMixin, VolumeDriver):
         removes them too) and thin LVs with ``name`` as external origin. A copy
         the driver made (a thin LV with the volume tag) is independent of it."""
         return sorted(lv.name for lv in report.lvs if lv.origin == name
-                      and (not lv.is_thin_volume or self._is_snapshot(lv)))
+                      and (not lv.is_thin_volume or is_snapshot(lv)))
 
     def _confirm_absent(self, name: str) -> None:
         """Unless LVM itself says there is no LV ``name``, raise ``BackendUnavailable``:
@@ -521,15 +418,12 @@ def _read_truth(driver: ThinLVMDriver) -> BackendTruth:
     if pool is not None and pool.data_percent is not None \
             and pool.metadata_percent is not None:
         total = pool.size_bytes
-        used = min(total, math.ceil(total * pool.data_percent / 100))
-        metadata_room = math.floor(total * (100 - pool.metadata_percent) / 100)
+        used, free = thin_pool_usage(total, pool.data_percent, pool.metadata_percent)
         pools.append(PoolTruth(pool_name=driver.pool_name, capacity_bytes=total,
-                               used_bytes=used, free_bytes=max(0, min(total - used,
-                                                                      metadata_room)),
-                               allocation_unit_bytes=extent))
+                               used_bytes=used, free_bytes=free, allocation_unit_bytes=extent))
         for lv in report.thin_volumes(driver.pool_name):
             # a snapshot whose origin was removed keeps the driver's snapshot tag
-            origin = (lv.origin or "(origin removed)") if driver._is_snapshot(lv) else None
+            origin = (lv.origin or "(origin removed)") if is_snapshot(lv) else None
             volumes.append(VolumeTruth(name=lv.name, pool_name=driver.pool_name,
                                        size_bytes=lv.size_bytes, thin=True,
                                        snapshot_of=origin))

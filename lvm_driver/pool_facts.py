@@ -1,0 +1,122 @@
+"""From one ``lvs`` report to the LVM driver's pools: whether the report can be
+right, and the facts (``PoolFacts``) of the thin pool and of the VG's thick pool.
+
+Pure functions of a ``VGReport`` (no command runs here): ``ThinLVMDriver``
+reads the report once and hands it over, so every figure of a stats refresh
+comes from that one read.
+"""
+
+from __future__ import annotations
+
+import math
+
+from driver_kit import PoolFacts
+from lvm_driver.report import LogicalVolume, VGReport
+from lvm_driver.tags import SNAPSHOT_TAG, VOLUME_TAG
+
+__all__ = ["implausible", "is_snapshot", "thin_pool_usage", "pool_facts", "pools_down"]
+
+
+def implausible(report: VGReport, pool_name: str) -> str | None:
+    """What makes ``report`` impossible for a backend with thin pool ``pool_name``, or
+    None (no such pool, a VG inconsistent with itself, a dangling pool or origin)."""
+    pool = report.find_lv(pool_name)
+    if pool is None:
+        return (f"thin pool {pool_name!r} not found in it ({len(report.lvs)} LVs "
+                f"listed: an empty or truncated report, or the pool is gone)")
+    if not pool.is_thin_pool:
+        return f"{pool_name!r} is not a thin pool (lv_attr {pool.attr.raw!r})"
+    if report.extent_size_bytes <= 0 or report.vg_free_bytes > report.vg_size_bytes:
+        return (f"VG free {report.vg_free_bytes} bytes, size {report.vg_size_bytes} "
+                f"bytes, extent {report.extent_size_bytes} bytes")
+    allocated = sum(lv.size_bytes for lv in report.lvs if lv.is_thin_pool or lv.is_thick)
+    if allocated > report.vg_size_bytes - report.vg_free_bytes:
+        return (f"its LVs hold {allocated} bytes of extents but the VG has only "
+                f"{report.vg_size_bytes - report.vg_free_bytes} bytes allocated")
+    for lv in report.lvs:
+        if lv.pool_lv is not None and report.find_lv(lv.pool_lv) is None:
+            return f"LV {lv.name!r} names thin pool {lv.pool_lv!r}, which is not listed"
+        if lv.origin is not None and report.find_lv(lv.origin) is None:
+            return f"LV {lv.name!r} names origin {lv.origin!r}, which is not listed"
+    return None
+
+
+def is_snapshot(lv: LogicalVolume) -> bool:
+    """A thin LV that is a snapshot, not a volume (not provisioned capacity).
+
+    The driver's snapshots carry SNAPSHOT_TAG, which outlives the origin
+    (LVM forgets the origin once it is removed); an operator's thin LV with
+    an origin is a snapshot unless it carries the volume tag (a copy).
+    """
+    return SNAPSHOT_TAG in lv.tags or (lv.is_thin_snapshot and VOLUME_TAG not in lv.tags)
+
+
+def thin_pool_usage(total_bytes: int, data_percent: float,
+                    metadata_percent: float) -> tuple[int, int]:
+    """Used and free bytes of a thin pool of ``total_bytes`` from its usage percentages;
+    free is also bounded by metadata room (full metadata maps no new block)."""
+    used = min(total_bytes, math.ceil(total_bytes * data_percent / 100))
+    metadata_room = math.floor(total_bytes * (100 - metadata_percent) / 100)
+    return used, max(0, min(total_bytes - used, metadata_room))
+
+
+def pool_facts(report: VGReport, vg_name: str, pool_name: str, *,
+               offer_thick: bool) -> list[PoolFacts]:
+    """The thin pool's facts, then (``offer_thick``) the thick pool's, from ``report``
+    (one that ``implausible`` passed)."""
+    pools = [_thin_pool_facts(report, vg_name, pool_name)]
+    if offer_thick:
+        pools.append(_thick_pool_facts(report, vg_name))
+    return pools
+
+
+def pools_down(vg_name: str, pool_name: str, *, offer_thick: bool,
+               reason: str) -> list[PoolFacts]:
+    """The same pools as ``pool_facts``, each down for ``reason``."""
+    pools = [_unavailable(pool_name, thin=True, reason=reason)]
+    if offer_thick:
+        pools.append(_unavailable(vg_name, thin=False, reason=reason))
+    return pools
+
+
+def _thin_pool_facts(report: VGReport, vg_name: str, pool_name: str) -> PoolFacts:
+    pool = report.get_lv(pool_name)
+    if pool.data_percent is None or pool.metadata_percent is None:
+        return _unavailable(pool_name, thin=True,
+                            reason=f"usage of thin pool {vg_name}/{pool_name} is unknown "
+                                   f"(pool inactive?)")
+    total = pool.size_bytes
+    used, free = thin_pool_usage(total, pool.data_percent, pool.metadata_percent)
+    volumes, snapshots = [], []
+    for lv in report.thin_volumes(pool_name):
+        (snapshots if is_snapshot(lv) else volumes).append(lv)
+    ours = [lv for lv in volumes if VOLUME_TAG in lv.tags]
+    return PoolFacts(
+        pool_name=pool_name, total_bytes=total, free_bytes=free,
+        provisioned_bytes=sum(lv.size_bytes for lv in volumes),
+        snapshot_bytes=sum(lv.size_bytes for lv in snapshots),
+        thin_provisioning_support=True, thick_provisioning_support=False,
+        total_volumes=len(volumes), used_bytes=used,
+        driver_used_bytes=sum(math.ceil(lv.size_bytes * (lv.data_percent or 0) / 100)
+                              for lv in ours),
+        data_percent=pool.data_percent, metadata_percent=pool.metadata_percent,
+        location_info=f"ThinLVMDriver:{vg_name}:{pool_name}",
+        extra={"volume_group": vg_name, "snapshot_count": len(snapshots)})
+
+
+def _thick_pool_facts(report: VGReport, vg_name: str) -> PoolFacts:
+    thick = report.thick_volumes()
+    provisioned = sum(lv.size_bytes for lv in thick)
+    return PoolFacts(
+        pool_name=vg_name, total_bytes=report.vg_free_bytes + provisioned,
+        free_bytes=report.vg_free_bytes, provisioned_bytes=provisioned,
+        thin_provisioning_support=False, thick_provisioning_support=True,
+        total_volumes=len(thick), used_bytes=provisioned,
+        location_info=f"ThinLVMDriver:{vg_name}:thick",
+        extra={"volume_group": vg_name})
+
+
+def _unavailable(name: str, *, thin: bool, reason: str) -> PoolFacts:
+    return PoolFacts(pool_name=name, total_bytes=0, free_bytes=0, provisioned_bytes=0,
+                     thin_provisioning_support=thin, thick_provisioning_support=not thin,
+                     unavailable_reason=reason)
