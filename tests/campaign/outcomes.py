@@ -27,8 +27,22 @@ def _alive_named(checker: Checker, name: str, t: float) -> History | None:
     return None
 
 
+def _finished_clean_up(checker: Checker, remover: Any, creator: Any, t: float) -> bool:
+    """Whether a removal by ``remover`` of an LV ``creator`` made is the driver finishing
+    a clean-up it ran out of rounds for: the creator failed before, in the same process."""
+    end, mine, theirs = (checker.ends.get(creator), checker.starts.get(remover),
+                         checker.starts.get(creator))
+    return (end is not None and end["outcome"] != "ok" and end["t"] <= t
+            and mine is not None and theirs is not None and mine["pid"] == theirs["pid"])
+
+
 def check_outcomes(checker: Checker) -> None:
     """Every ended request of the simulator campaign against the LV histories."""
+    for uuid, name, remover, creator, where, t in checker.removed_for_others:
+        if not _finished_clean_up(checker, remover, creator, t):
+            checker.add("wrong_remover", uuid,
+                        f"{where} removed {name}, made by {checker._describe(creator)}",
+                        t, (name,), (remover, creator))
     for op_id, end in checker.ends.items():
         op = checker.op(op_id)
         start = checker.starts.get(op_id)
