@@ -35,6 +35,7 @@ from __future__ import annotations
 import logging
 import math
 import os
+import threading
 import time
 import uuid
 from typing import Any, Callable, Sequence
@@ -127,6 +128,10 @@ class ThinLVMDriver(ManageMixin, VolumeDriver):
                 f"name the file lvm.conf")
         self.executor = executor or make_executor(conf)
         self.vg = VolumeGroup(self.vg_name, executor=self.executor)
+        #: clean-ups that ran out of rounds: marker -> (name, tag), finished by the
+        #: next create of this driver (under the admission lock, as the first try)
+        self._unfinished: dict[str, tuple[str, str]] = {}
+        self._unfinished_lock = threading.Lock()
 
     # ------------------------------------------------------------------ setup
     def do_setup(self) -> None:
@@ -265,37 +270,53 @@ class ThinLVMDriver(ManageMixin, VolumeDriver):
 
         However it fails (a timeout: LVM may have made the LV before it was
         stopped; "already exists" too, which a crashed command may print after
-        making it), a report read *after* the failure decides: an LV ``name``
-        carrying this request's marker and ``tag`` is removed, anything else
-        (made before, or by another request) is left alone.
+        making it), a read *after* the failure decides: an LV ``name`` carrying
+        this request's marker and ``tag`` is removed, anything else (made
+        before, or by another request) is left alone. Clean-ups of earlier
+        failures that ran out of rounds are finished first.
         """
+        self._finish_unfinished()
         marker = f"{REQUEST_TAG_PREFIX}{uuid.uuid4().hex}"
         try:
             create((tag, marker))
         except Exception:
-            self._remove_marked(name, tag, marker)
+            if not self._remove_marked(name, tag, marker):
+                with self._unfinished_lock:
+                    self._unfinished[marker] = (name, tag)
             raise
 
-    def _remove_marked(self, name: str, tag: str, marker: str) -> None:
-        """Remove LV ``name`` if it carries ``marker``, judged from LVM's own answer
+    def _remove_marked(self, name: str, tag: str, marker: str,
+                       attempts: int = CLEANUP_ATTEMPTS) -> bool:
+        """Remove LV ``name`` if it carries ``marker``; True once LVM's own answer
         about that one name (``lvs <vg>/<name>``: a report that exits 0 without the
-        row is no proof the LV is gone). A clean-up that fails itself (a faulted or
-        timed-out ``lvs`` or ``lvremove``) is tried again, up to CLEANUP_ATTEMPTS
-        rounds with a growing pause; after the last, the LV stays under the
-        volume's name with the driver's tag, counted as provisioned, and the
-        volume's delete (Cinder's delete of the errored volume) removes it."""
-        for attempt in range(1, CLEANUP_ATTEMPTS + 1):
+        row is no proof it is gone) shows no such LV. A round that fails (a faulted
+        or timed-out ``lvs`` or ``lvremove``) is tried again after a growing pause,
+        up to ``attempts`` rounds; False when they ran out: the LV stays under the
+        volume's name with the driver's tag, counted as provisioned."""
+        for attempt in range(1, attempts + 1):
             try:  # done only when LVM says no LV of that name carries the marker
                 lv = self.vg.lv_report(name)
                 if lv is None or marker not in lv.tags or tag not in lv.tags:
-                    return
+                    return True
                 LOG.warning("create of %s failed after LVM made it; removing it", name)
                 self.vg.delete(name)
             except Exception:  # report the original failure, not the clean-up's
                 LOG.exception("clean-up %d/%d of %s after a failed create failed; an LV "
-                              "left behind carries tag %s", attempt, CLEANUP_ATTEMPTS,
-                              name, marker)
-                time.sleep(CLEANUP_PAUSE_S * attempt)
+                              "left behind carries tag %s", attempt, attempts, name, marker)
+                if attempt < attempts:
+                    time.sleep(CLEANUP_PAUSE_S * attempt)
+        return False
+
+    def _finish_unfinished(self) -> None:
+        """One more round for each clean-up that ran out of rounds (nothing to do, no
+        process, in the usual case); those LVM still fails stay for the next create,
+        and the volume's own delete removes the LV anyway."""
+        with self._unfinished_lock:
+            pending = list(self._unfinished.items())
+        for marker, (name, tag) in pending:
+            if self._remove_marked(name, tag, marker, attempts=1):
+                with self._unfinished_lock:
+                    self._unfinished.pop(marker, None)
 
     def backend_create_volume(self, name: str, size_gb: int, *, pool_name: str,
                               thin: bool) -> None:

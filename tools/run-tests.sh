@@ -54,7 +54,7 @@ elif [ "$(id -u)" != 0 ]; then
 else
     bash tests/realvm/install_deps.sh .venv/bin/python
     # the lane grew (harness tour, campaign): give the VM room under TCG
-    DK_REALVM_TIMEOUT="${DK_REALVM_TIMEOUT:-2400}" \
+    DK_REALVM_TIMEOUT="${DK_REALVM_TIMEOUT:-3600}" \
         bash tests/realvm/run_in_vm.sh -- .venv/bin/python -m pytest tests/functional tests/compliance tests/campaign \
         -m realvm -p no:cacheprovider --junitxml=test-results/realvm.xml -v
 fi

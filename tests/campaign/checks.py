@@ -149,6 +149,8 @@ class Checker:
         #: mutations over a cap, waiting for their request's admission read time
         self._caps_waiting: dict[Any, list[dict[str, Any]]] = defaultdict(list)
         self.operator_lvs: list[History] = []
+        #: (uuid, name, remover, creator, where, t) of removals by another request
+        self.removed_for_others: list[tuple[Any, str, Any, Any, str, float]] = []
 
     # -- bookkeeping ------------------------------------------------------------------
 
@@ -270,9 +272,9 @@ class Checker:
             (op.kind == "delete" and is_volume(lv))
             or (op.kind == "delete_snapshot" and not is_volume(lv)))
         if not asked and (op_id is None or op_id != creator):
-            self.add("wrong_remover", lv["uuid"],
-                     f"{where} removed {name}, made by {self._describe(creator)}",
-                     t, (name,), (op_id, creator))
+            # judged at the end (check_outcomes): the driver may finish, in a later
+            # request of the same process, the clean-up of a failed request's LV
+            self.removed_for_others.append((lv["uuid"], name, op_id, creator, where, t))
 
     def _change(self, change: dict[str, Any], op_id: Any, by_driver: bool, where: str,
                 t: float) -> None:

@@ -27,8 +27,22 @@ def _alive_named(checker: Checker, name: str, t: float) -> History | None:
     return None
 
 
+def _finished_clean_up(checker: Checker, remover: Any, creator: Any, t: float) -> bool:
+    """Whether a removal by ``remover`` of an LV ``creator`` made is the driver finishing
+    a clean-up it ran out of rounds for: the creator failed before, in the same process."""
+    end, mine, theirs = (checker.ends.get(creator), checker.starts.get(remover),
+                         checker.starts.get(creator))
+    return (end is not None and end["outcome"] != "ok" and end["t"] <= t
+            and mine is not None and theirs is not None and mine["pid"] == theirs["pid"])
+
+
 def check_outcomes(checker: Checker) -> None:
     """Every ended request of the simulator campaign against the LV histories."""
+    for uuid, name, remover, creator, where, t in checker.removed_for_others:
+        if not _finished_clean_up(checker, remover, creator, t):
+            checker.add("wrong_remover", uuid,
+                        f"{where} removed {name}, made by {checker._describe(creator)}",
+                        t, (name,), (remover, creator))
     for op_id, end in checker.ends.items():
         op = checker.op(op_id)
         start = checker.starts.get(op_id)
@@ -41,7 +55,14 @@ def check_outcomes(checker: Checker) -> None:
         elif op.kind in CREATES:
             cleanup = end.get("cleanup_faults")
             for history in made:
-                if history.removed_t is None or history.removed_t > t1:
+                # gone when the request returned, or removed later by the driver itself
+                # (a clean-up out of rounds finished by its next create, or the
+                # volume's delete, as Cinder deletes an errored volume); never left
+                # for the operator (the janitor) or the end of the campaign
+                later_by_driver = (history.removed_t is not None
+                                   and checker.op(history.removed_by) is not None)
+                if history.removed_t is None or (history.removed_t > t1
+                                                 and not later_by_driver):
                     rule = "failure_left_lv_cleanup_faulted" if cleanup else "failure_left_lv"
                     checker.add(rule, (op_id, history.name),
                                 f"request {op_id} ({op.kind} {op.name}) failed "

@@ -39,6 +39,9 @@ GiB = 1024 ** 3
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 #: seconds the admission lock may stay unavailable after its holder was killed
 LOCK_FREE_S = 5.0
+#: how long after a failed request the janitor removes an LV it left (the driver
+#: finishes an unfinished clean-up at its next create, well within this)
+STRAY_AFTER_S = 30.0
 #: how far behind "now" mutation records are applied (journals are read one by one)
 FEED_LAG_S = 0.5
 #: how often the VG is read for the state rules (on real LVM, 60 times less often)
@@ -216,15 +219,16 @@ class Campaign:
         self._spawn(slot)
 
     def _sweep(self) -> None:
-        """The janitor: an operator removing what failed requests left behind (their
-        violation is already recorded), so that strays do not fill the pool for the
-        rest of a long campaign. Only the very LV seen (by uuid) is removed."""
+        """The janitor: an operator removing what failed requests left behind
+        STRAY_AFTER_S earlier (a violation: the driver did not remove it by then),
+        so that strays do not fill the pool for the rest of a long campaign. Only
+        the very LV seen (by uuid) is removed."""
         now = time.monotonic()
         for uuid, history in list(self.checker.history.items()):
             if history.removed_t is not None or history.role in OUTSIDE_ROLES:
                 continue
             end = self.checker.ends.get(history.created_by)
-            stray = end is not None and end["outcome"] != "ok" and now - end["t"] > 2.0
+            stray = end is not None and end["outcome"] != "ok" and now - end["t"] > STRAY_AFTER_S
             orphan = SNAPSHOT_TAG in history.tags and not history.origin
             if (stray or orphan) and self.janitor.remove_exact(history.name_at(now), uuid):
                 self.swept["stray" if stray else "orphaned snapshot"] += 1

@@ -125,3 +125,27 @@ def test_a_delete_that_reports_success_while_the_lv_stays_is_a_violation():
     checker.flush()
     check_outcomes(checker)
     assert [v.rule for v in checker.violations] == ["delete_kept_lv"]
+
+
+@pytest.mark.parametrize("remover_pid, creator_outcome, rules", [
+    (7, "error", []),                       # the same process finishing its clean-up
+    (8, "error", ["wrong_remover"]),        # another process has no such clean-up
+    (7, "ok", ["wrong_remover"]),           # a volume that was created is nobody's garbage
+])
+def test_a_later_request_may_only_finish_its_own_process_clean_up(remover_pid,
+                                                                   creator_outcome, rules):
+    from tests.campaign.outcomes import check_outcomes
+    create, other = Op(1, "create_thin", name="v1", size_gb=1), Op(2, "create_thin", name="v2",
+                                                                      size_gb=1)
+    checker = _checker(create, other)
+    lv = _lv("v1", GiB, ["driver_kit_volume"], "u1")
+    checker.feed([{"ev": "start", "op": 1, "t": 1.0, "pid": 7},
+                  _mut(1.1, "driver", 1, created=[lv], thin=(0, GiB)),
+                  {"ev": "end", "op": 1, "t": 1.2, "outcome": creator_outcome,
+                   "etype": "LVMError", "result": {"size_gb": 1},
+                   "cmds": [["lvcreate", 5, ["fail_after_apply"]], ["lvs", 5, ["io_read"]]]},
+                  {"ev": "start", "op": 2, "t": 2.0, "pid": remover_pid},
+                  _mut(2.1, "driver", 2, removed=[lv], thin=(GiB, 0))])
+    checker.flush()
+    check_outcomes(checker)
+    assert [v.rule for v in checker.violations] == rules

@@ -28,7 +28,9 @@ def test_lvm_driver_on_real_lvm_passes_every_check(tmp_path):
         "lvm_create_thin_pool": True, "lvm_thin_pool_size_percent": 50,
         "max_over_subscription_ratio": "2.0", "lock_path": str(tmp_path / "locks")})
     try:
-        report = run_checks(spec=spec, hooks=LVM_HOOKS, timeout_s=300)
+        # a ceiling per check, not a duration: under TCG on a busy host, starting the
+        # four child processes of admission.parallel-processes alone took over 300 s
+        report = run_checks(spec=spec, hooks=LVM_HOOKS, timeout_s=900)
     finally:  # the pool do_setup made, and anything a failed check left in it
         LVMExecutor(timeout_s=120).run(["lvremove", "-f", "-y", vg], readonly=False)
     assert report.by_status("passed") == {c.id for c in CATALOGUE} | {"driver.setup"}, [
