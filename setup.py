@@ -25,6 +25,8 @@ setup(
             "testtools>=2.5,<3",
             "hypothesis>=6.0,<7",
             "prometheus-client>=0.17,<1",
+            # mutation testing of the compliance harness (tests/mutation)
+            "cosmic-ray>=8.7,<9",
         ],
         # pyparsing 3.3.3 breaks Cinder's filter and goodness functions (its
         # infix_notation regression, pyparsing#672); OpenStack pins 3.3.2
