@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import signal
 import sys
 import tempfile
 import time
@@ -23,6 +24,17 @@ from tests.mutation.targets import TARGETS, imported_from
 CHECK_TIMEOUT_S = 20.0
 
 
+def _die_with_parent() -> None:
+    """Linux: be killed when cosmic-ray is (a run stopped half-way leaves no harness
+    behind, even one stuck in a mutant that never gives the interpreter back)."""
+    try:
+        import ctypes
+
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass  # elsewhere, cosmic-ray's timeout still ends it
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m tests.mutation.harness",
                                      description=__doc__.splitlines()[0])
@@ -30,6 +42,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--timeout", type=float, default=CHECK_TIMEOUT_S,
                         help=f"seconds per check ({CHECK_TIMEOUT_S:g})")
     args = parser.parse_args(argv)
+    _die_with_parent()
     target = TARGETS[args.target]
     expected = (Path.cwd() / target.path).resolve()
     if imported_from(target) != expected:

@@ -19,6 +19,7 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
+import os
 import random
 import re
 import shlex
@@ -44,9 +45,10 @@ EXCLUDED_OPERATORS: tuple[str, ...] = ()
 #: what the copy of the tree leaves out
 _NOT_COPIED = (".git", ".venv", "test-results", "__pycache__", "*.egg-info", ".pytest_cache",
                ".hypothesis", "mutants", "build", "dist")
-#: seconds one mutant's harness run may take, longer counts as killed: six times the
-#: slowest unmutated run seen (the sparse-file driver, 2-5 s on a loaded 2-core machine)
-MUTANT_TIMEOUT_S = 30.0
+#: a mutant's harness run that takes longer than this many times the unmutated run (at
+#: least MIN_TIMEOUT_S) is killed: a hang, not a slow machine (the load of a shared
+#: 2-core machine made the unmutated run vary up to 3x)
+TIMEOUT_FACTOR, MIN_TIMEOUT_S = 8.0, 20.0
 BEGIN, END = "<!-- mutation-results:begin -->", "<!-- mutation-results:end -->"
 
 
@@ -104,8 +106,12 @@ class Rule:
 
 
 def _cosmic_ray(*args: str, cwd: Path, check: bool = True) -> subprocess.CompletedProcess:
-    """Run ``cosmic-ray ARGS`` (its documented command line) in ``cwd``."""
-    return subprocess.run([sys.executable, "-m", "cosmic_ray.cli", *args], cwd=cwd,
+    """Run ``cosmic-ray ARGS`` (its documented command line) in the copy ``cwd``.
+
+    Temporary files go under the scratch directory beside the copy, so that what a
+    killed harness run leaves there goes with the copy."""
+    env = {**os.environ, "TMPDIR": str(cwd.parent)}
+    return subprocess.run([sys.executable, "-m", "cosmic_ray.cli", *args], cwd=cwd, env=env,
                           check=check, capture_output=True, text=True)
 
 
@@ -267,15 +273,17 @@ def score(mutants: list[Mutant]) -> dict[str, Any]:
     return {**counts, "score_pct": round(100.0 * counts["killed"] / ran, 1) if ran else None}
 
 
-def run_target(target: Target, *, out: Path, timeout_s: float = MUTANT_TIMEOUT_S,
+def run_target(target: Target, *, out: Path, timeout_s: float | None = None,
                excluded: Iterable[str] = EXCLUDED_OPERATORS,
                keep: Callable[[str, str], bool] | None = None, sample: int | None = None,
                seed: int = 0, log: Callable[[str], None] = print) -> dict[str, Any]:
     """Mutate ``target`` in a copy of the tree, run the harness on every mutant, and
     return the summary (also written to ``out/<target>.json``).
 
-    ``keep(operator, line)`` selects mutants by operator name and the stripped
-    source line mutated; ``sample`` runs that many mutants drawn with ``seed``.
+    ``timeout_s`` bounds each mutant's run (default: TIMEOUT_FACTOR times the
+    unmutated run). ``keep(operator, line)`` selects mutants by operator name and
+    the stripped source line mutated; ``sample`` runs that many mutants drawn
+    with ``seed``.
     """
     original = hashlib.sha256((ROOT / target.path).read_bytes()).hexdigest()
     out.mkdir(parents=True, exist_ok=True)
@@ -285,7 +293,7 @@ def run_target(target: Target, *, out: Path, timeout_s: float = MUTANT_TIMEOUT_S
         mutated = copy / target.path
         for stale in mutated.parent.glob(f"__pycache__/{mutated.stem}.*.pyc"):
             stale.unlink()  # a mutant written within the second could look up to date
-        config = write_config(target, copy, timeout_s)
+        config = write_config(target, copy, timeout_s or 600.0)
         _cosmic_ray("init", str(config), str(session), "--force", cwd=copy)
         source = mutated.read_text(encoding="utf-8")
         _skip(session, _out_of_scope(source, excluded))
@@ -310,8 +318,11 @@ def run_target(target: Target, *, out: Path, timeout_s: float = MUTANT_TIMEOUT_S
             raise RuntimeError(f"{target.name}: the harness fails the unmutated driver, so "
                                f"no mutant can be judged:\n{run.stderr[-2000:]}")
         [unmutated] = read_session(target, baseline)
+        timeout_s = timeout_s or max(MIN_TIMEOUT_S, TIMEOUT_FACTOR * unmutated.harness_s)
+        write_config(target, copy, timeout_s)
         log(f"{target.name}: the harness passes the unmutated driver in "
-            f"{unmutated.harness_s} s; running {len(_pending(session))} mutants")
+            f"{unmutated.harness_s} s; running {len(_pending(session))} mutants, "
+            f"{timeout_s:.0f} s each at most")
         start = time.monotonic()
         _cosmic_ray("exec", str(config), str(session), cwd=copy)
         exec_s = time.monotonic() - start
@@ -327,7 +338,7 @@ def run_target(target: Target, *, out: Path, timeout_s: float = MUTANT_TIMEOUT_S
                "harness_median_s": timed[len(timed) // 2] if timed else None,
                "harness_max_s": timed[-1] if timed else None,
                "timeouts": sum(m.killed_by == "timeout" for m in ran),
-               "timeout_s": timeout_s, "excluded_operators": list(excluded),
+               "timeout_s": round(timeout_s, 1), "excluded_operators": list(excluded),
                "sampled": sample, "mutants": [asdict(m) for m in ran]}
     (out / f"{target.name}.json").write_text(json.dumps(summary, indent=1), encoding="utf-8")
     return summary
@@ -364,13 +375,14 @@ def markdown(summaries: list[dict[str, Any]]) -> str:
     """The generated part of docs/mutation.md."""
     lines = ["| target | file | mutants run | killed | survived | incompetent | not valid "
              "Python (not run) | score | harness on the driver (s) | median on a mutant (s) | "
-             "timeouts | s per mutant | whole run (min) |",
+             "timeouts (limit) | s per mutant | whole run (min) |",
              "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for s in summaries:
         lines.append(f"| {s['target']} | `{s['path']}` | {s['ran']} | {s['killed']} | "
                      f"{s['survived']} | {s['incompetent']} | {s['invalid']} | "
                      f"**{s['score_pct']}%** | {s['baseline_s']} | {s['harness_median_s']} | "
-                     f"{s['timeouts']} | {s['per_mutant_s']} | {s['exec_s'] / 60:.1f} |")
+                     f"{s['timeouts']} ({s['timeout_s']:g} s) | {s['per_mutant_s']} | "
+                     f"{s['exec_s'] / 60:.1f} |")
     groups: dict[tuple[str, str, str], list[Mutant]] = {}
     for m, c in _survivors(summaries):
         groups.setdefault((m.target, c.verdict, c.note), []).append(m)
@@ -409,8 +421,10 @@ def main(argv: list[str] | None = None) -> int:
                                      description=__doc__.splitlines()[0])
     parser.add_argument("targets", nargs="*", choices=[[], *sorted(TARGETS)],
                         metavar="TARGET", help=f"one of {', '.join(sorted(TARGETS))} (all)")
-    parser.add_argument("--timeout", type=float, default=MUTANT_TIMEOUT_S,
-                        help=f"seconds one mutant's harness run may take ({MUTANT_TIMEOUT_S:g})")
+    parser.add_argument("--timeout", type=float, metavar="S",
+                        help=f"seconds one mutant's harness run may take (default "
+                             f"{TIMEOUT_FACTOR:g} x the unmutated run, at least "
+                             f"{MIN_TIMEOUT_S:g})")
     parser.add_argument("--exclude-operator", action="append", default=None,
                         metavar="REGEX", help="leave out operators matching REGEX")
     parser.add_argument("--sample", type=int, metavar="N",
