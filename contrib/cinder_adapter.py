@@ -40,9 +40,20 @@ Errors, as Cinder's volume manager expects them:
   uninitialized and logs why).
 * ``BackendError`` and any other kit error -> ``VolumeBackendAPIException``.
 
-What it leaves out: the data path. ``create_export`` and friends do nothing and
-``initialize_connection`` is not implemented; a production adapter would hand
-the volume's device to one of Cinder's target helpers as Cinder's LVM driver does.
+The data path goes through Cinder's own target helpers, wired as Cinder's LVM
+driver wires them: ``target_helper`` (``tgtadm``, ``lioadm``, ``nvmet``, ...)
+picks a class from Cinder's target map, built with the backend's configuration
+and the driver's executor; exports, connections and extends hand it the
+volume's local device from the wrapped driver's ``backend_device_path`` hook
+(``/dev/<vg>/<lv>`` for the LVM driver, activated first). Terminating one of
+several attachments of a multiattach volume on the same host leaves the target
+alone, as Cinder's LVM driver does. Images are copied to and from that device
+with Cinder's ``image_utils``/``volume_utils``: sparse on thin volumes, every
+block written on thick ones (their extents may hold old data). Backups need
+nothing more: cinder-backup's generic path attaches through the target.
+A target helper that cannot be built (``cinder-rtstool`` missing for
+``lioadm``, a shared target on a helper without it) is a configuration error
+at ``do_setup()``, like the others.
 
 The module imports without Cinder (``CINDER_AVAILABLE`` is then False and the
 class cannot be instantiated), so documentation and tests can load it anywhere.
@@ -52,6 +63,7 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import socket
 from typing import Any, Iterator
 
 from oslo_config import cfg
@@ -64,10 +76,12 @@ from driver_kit.loading import driver_class
 
 try:
     from cinder import exception as cinder_exception
+    from cinder.image import image_utils
     from cinder.volume import driver as cinder_driver
     from cinder.volume import volume_utils
+    from oslo_utils import importutils
 except ImportError:  # Cinder is an optional extra: pip install 'driver-kit[cinder]'
-    cinder_exception = cinder_driver = volume_utils = None
+    cinder_exception = cinder_driver = volume_utils = image_utils = importutils = None
 
 __all__ = ["ADAPTER_OPTS", "CINDER_AVAILABLE", "DriverKitVolumeDriver"]
 
@@ -77,6 +91,10 @@ ADAPTER_OPTS = [
     cfg.StrOpt("driver_kit_driver", default="lvm_driver.driver.ThinLVMDriver",
                help="Dotted path (module.Class or module:Class) of the driver_kit "
                     "VolumeDriver this Cinder backend runs."),
+    cfg.BoolOpt("lvm_share_target", default=False,
+                help="One target per host for all of this backend's volumes instead of "
+                     "one per volume; only target helpers that can share (nvmet). "
+                     "Reported to the scheduler as shared_targets."),
 ]
 #: options Cinder itself defines in every backend section: read, never re-registered
 _CINDER_OWNED = frozenset({"volume_driver", "volume_backend_name",
@@ -107,6 +125,9 @@ class DriverKitVolumeDriver(_Base):
         self.configuration.append_config_values(ADAPTER_OPTS)
         self.configuration.append_config_values(_KIT_ONLY_OPTS)
         self.kit: VolumeDriver | None = None
+        self.hostname = socket.gethostname()
+        self.target_driver: Any = None
+        self.protocol: str | None = None
         self._driver_class: type[VolumeDriver] | None = None
         try:
             self._driver_class = driver_class(
@@ -120,6 +141,11 @@ class DriverKitVolumeDriver(_Base):
             self._config_error = None
             self.configuration.append_config_values(self._driver_class.OPTIONS)
             self.VERSION = self._driver_class.DRIVER_VERSION
+        if self._config_error is None:
+            try:
+                self.target_driver = self._build_target()
+            except ConfigError as exc:
+                self._config_error = exc
 
     @staticmethod
     def get_driver_options() -> list[cfg.Opt]:
@@ -155,6 +181,27 @@ class DriverKitVolumeDriver(_Base):
                                      extra_opts=self._driver_class.OPTIONS,
                                      overrides=self._overrides(self._driver_class))
         return self._driver_class(config)
+
+    def _build_target(self) -> Any:
+        """Cinder's target helper for ``target_helper``, built as Cinder's LVM driver builds it."""
+        get = self.configuration.safe_get
+        helper = get("target_helper")
+        where = f"[{self._backend_name()}]"
+        try:
+            target = importutils.import_object(self.target_mapping[helper],
+                                               configuration=self.configuration,
+                                               executor=self._execute)
+        except Exception as exc:  # noqa: BLE001 - e.g. lioadm without cinder-rtstool
+            raise ConfigError(f"{where} target_helper = {helper!r}: cannot set up the "
+                              f"target helper: {type(exc).__name__}: {exc}") from exc
+        if get("lvm_share_target") and not target.SHARED_TARGET_SUPPORT:
+            raise ConfigError(f"{where} lvm_share_target = true: target_helper "
+                              f"{helper!r} cannot share targets (nvmet can)")
+        if get("target_secondary_ip_addresses") and not target.SECONDARY_IP_SUPPORT:
+            raise ConfigError(f"{where} target_secondary_ip_addresses: target_helper "
+                              f"{helper!r} takes no secondary addresses")
+        self.protocol = target.storage_protocol or target.protocol
+        return target
 
     @property
     def _driver(self) -> VolumeDriver:
@@ -202,8 +249,30 @@ class DriverKitVolumeDriver(_Base):
     def get_volume_stats(self, refresh: bool = False) -> dict[str, Any]:
         """The wrapped driver's report; a copy, as the manager adds its own keys to it."""
         with self._translated():
-            self._stats = copy.deepcopy(self._driver.get_volume_stats(refresh=refresh))
+            stats = copy.deepcopy(self._driver.get_volume_stats(refresh=refresh))
+        self._stats = self._with_data_path(stats)
         return self._stats
+
+    def _with_data_path(self, stats: dict[str, Any]) -> dict[str, Any]:
+        """What Cinder's LVM driver reports about its data path, added to the kit's report.
+
+        The protocol is the target helper's; every pool can multiattach and names
+        this host in ``location_info``; copies into a new volume may skip zeros
+        (``sparse_copy_volume``) only when every pool is thin, since a new thick
+        volume's extents may hold old data.
+        """
+        stats["storage_protocol"] = self.protocol or stats["storage_protocol"]
+        stats["shared_targets"] = bool(self.configuration.safe_get("lvm_share_target"))
+        pools = stats["pools"]
+        stats["sparse_copy_volume"] = bool(pools) and all(
+            p["thin_provisioning_support"] and not p["thick_provisioning_support"]
+            for p in pools)
+        for pool in pools:
+            pool["multiattach"] = True
+            if pool["location_info"]:  # a pool reported down has none
+                kind, _, rest = pool["location_info"].partition(":")
+                pool["location_info"] = f"{kind}:{self.hostname}:{rest}"
+        return stats
 
     def _update_volume_stats(self) -> None:
         self.get_volume_stats(refresh=True)
@@ -238,8 +307,13 @@ class DriverKitVolumeDriver(_Base):
             self._driver.delete_volume(volume.name)
 
     def extend_volume(self, volume: Any, new_size: int) -> None:
+        """Grow ``volume``, then let the target show the new size to attached hosts."""
         with self._translated(volume_id=volume.id, extend=True):
             self._driver.extend_volume(volume.name, new_size)
+        try:
+            self.target_driver.extend_target(volume)
+        except Exception as exc:
+            raise cinder_exception.TargetUpdateFailed(volume_id=volume.id) from exc
 
     def snapshot_name(self, snapshot: Any) -> str:
         """The backend name of a Cinder snapshot.
@@ -275,19 +349,66 @@ class DriverKitVolumeDriver(_Base):
         with self._translated(volume_id=src_vref.id):
             self._driver.create_cloned_volume(volume.name, src_vref.name, volume.size)
 
-    # ------------------------------------------- data path: not provided here
-    def ensure_export(self, context: Any, volume: Any) -> None:
-        return None
+    # ------------------------------------------------------------ data path
+    def local_path(self, volume: Any) -> str:
+        """The volume's device on this host, from the wrapped driver (activated first)."""
+        with self._translated(volume_id=volume.id):
+            try:
+                return self._driver.backend_device_path(self._driver.validate_name(volume.name))
+            except NotImplementedError as exc:
+                raise cinder_exception.VolumeDriverException(message=str(exc)) from exc
 
-    def create_export(self, context: Any, volume: Any, connector: Any) -> None:
-        return None
+    def create_export(self, context: Any, volume: Any, connector: Any) -> dict[str, Any]:
+        """Export the volume's device through the target helper; Cinder saves the location."""
+        export = self.target_driver.create_export(context, volume, self.local_path(volume))
+        return {"provider_location": export["location"], "provider_auth": export["auth"]}
+
+    def ensure_export(self, context: Any, volume: Any) -> Any:
+        """Recreate the export at start-up (the device is activated again first)."""
+        return self.target_driver.ensure_export(context, volume, self.local_path(volume))
 
     def remove_export(self, context: Any, volume: Any) -> None:
-        return None
+        self.target_driver.remove_export(context, volume)
 
-    def initialize_connection(self, volume: Any, connector: Any, **kwargs: Any) -> Any:
-        raise NotImplementedError("driver_kit's Cinder adapter manages capacity and the "
-                                  "control path only; attaching needs a target helper")
+    def validate_connector(self, connector: dict[str, Any]) -> Any:
+        return self.target_driver.validate_connector(connector)
 
-    def terminate_connection(self, volume: Any, connector: Any, **kwargs: Any) -> None:
-        return None
+    def initialize_connection(self, volume: Any, connector: dict[str, Any],
+                              **kwargs: Any) -> dict[str, Any]:
+        """Let the connector's host in and say how to reach the volume."""
+        return self.target_driver.initialize_connection(volume, connector)
+
+    def terminate_connection(self, volume: Any, connector: dict[str, Any],
+                             **kwargs: Any) -> bool:
+        """End one attachment; True when others remain, so the manager keeps the export.
+
+        A multiattach volume attached more than once on the connector's host
+        keeps its target (the other attachments on that host still use the
+        same session and ACL), as Cinder's LVM driver does.
+        """
+        same_host = [a for a in volume.volume_attachment if a.connector and
+                     self.target_driver.are_same_connector(a.connector, connector)]
+        if volume.multiattach and len(same_host) > 1:
+            return True
+        self.target_driver.terminate_connection(volume, connector, **kwargs)
+        return len(volume.volume_attachment) > 1
+
+    def copy_image_to_volume(self, context: Any, volume: Any, image_service: Any,
+                             image_id: str, disable_sparse: bool = False) -> None:
+        """Write an image onto the volume's device with Cinder's ``fetch_to_raw``.
+
+        Zeros are skipped (the volume stays sparse) on thin volumes only.
+        """
+        path = self.local_path(volume)
+        with self._translated(volume_id=volume.id):
+            found = self._driver.backend_find_volume(volume.name)
+        thick = found is not None and not found.thin
+        image_utils.fetch_to_raw(context, image_service, image_id, path,
+                                 self.configuration.volume_dd_blocksize, size=volume.size,
+                                 disable_sparse=disable_sparse or thick)
+
+    def copy_volume_to_image(self, context: Any, volume: Any, image_service: Any,
+                             image_meta: dict[str, Any]) -> None:
+        """Upload the volume's device as an image with Cinder's ``upload_volume``."""
+        volume_utils.upload_volume(context, image_service, image_meta,
+                                   self.local_path(volume), volume)

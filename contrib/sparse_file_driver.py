@@ -15,12 +15,14 @@ admission of every create, extend and snapshot under a per-pool lock.
 Certify it with ``driver-kit check --config-file pool.conf`` (a backend section
 with ``volume_driver = contrib.sparse_file_driver:SparseFileDriver`` and
 ``sparse_pool_dir``); ``COMPLIANCE_HOOKS`` at the end is found on its own. A
-production driver would also export its volumes (iSCSI, NBD); this one only stores.
+volume's file is its device path (``backend_device_path``), so Cinder's adapter
+copies images to and from it.
 """
 
 from __future__ import annotations
 
 import os
+import time
 
 import psutil
 from oslo_config import cfg
@@ -28,7 +30,7 @@ from oslo_config import cfg
 from driver_kit import (AlreadyExists, BackendError, BackendUnavailable, ConfigError, GiB,
                         InvalidName, PoolFacts, SnapshotNotFound, VolumeDriver, VolumeInfo,
                         VolumeNotFound)
-from driver_kit.compliance import ComplianceHooks
+from driver_kit.compliance import BackendTruth, ComplianceHooks, PoolTruth, VolumeTruth
 
 POOL = "sparse"
 
@@ -94,6 +96,14 @@ class SparseFileDriver(VolumeDriver):
 
     def backend_find_snapshot(self, name: str) -> VolumeInfo | None:
         return self._find(name, snapshot=True)
+
+    def backend_device_path(self, name: str) -> str:
+        """The volume's file: image copies read and write it; iSCSI targets that take
+        files (tgtadm) export it, LIO's block backstore does not."""
+        path = self.path(name)
+        if not os.path.isfile(path):
+            raise VolumeNotFound(f"no volume {name!r}")
+        return path
 
     # ------------------------------------------------------------ operations
     def backend_create_volume(self, name: str, size_gb: int, *, pool_name: str,
@@ -161,14 +171,59 @@ def _sparse_copy(source: str, target: str) -> None:
                                              offset, offset) or end - offset
 
 
-# Hooks for driver_kit.compliance: a volume someone else put in the directory, and a
-# directory that went away (and came back).
-def _create_out_of_band(driver: SparseFileDriver, name: str, size_gb: int) -> None:
+# Hooks for driver_kit.compliance: the directory as the file system shows it, files put
+# there and grown by someone else, and a directory that goes away, turns into a file (its
+# listing fails while its file system still answers) or answers slowly.
+def _read_truth(driver: SparseFileDriver) -> BackendTruth:
+    usage = psutil.disk_usage(driver.pool_dir)
+    volumes = [VolumeTruth(name=name, pool_name=POOL, size_bytes=size, thin=True)
+               for name, size in _sizes(driver.pool_dir)]
+    # the file system does not record a snapshot's origin
+    volumes += [VolumeTruth(name=name, pool_name=POOL, size_bytes=size, thin=True,
+                            snapshot_of="")
+                for name, size in _sizes(os.path.join(driver.pool_dir, ".snapshots"))]
+    return BackendTruth(pools=(PoolTruth(pool_name=POOL, capacity_bytes=usage.total,
+                                         used_bytes=usage.total - usage.free,
+                                         free_bytes=usage.free),), volumes=tuple(volumes))
+
+
+def _sizes(directory: str) -> list[tuple[str, int]]:
+    with os.scandir(directory) as entries:
+        return [(e.name[:-4], e.stat().st_size) for e in entries
+                if e.is_file() and e.name.endswith(".img")]
+
+
+def _create_out_of_band(driver: SparseFileDriver, name: str, size_gb: int,
+                        pool_name: str) -> None:
     with open(driver.path(name), "xb") as image:
         image.truncate(size_gb * GiB)
 
 
+def _unplug(driver: SparseFileDriver, replacement: str | None = None) -> None:
+    os.rename(driver.pool_dir, driver.pool_dir + ".unplugged")
+    if replacement == "file":
+        open(driver.pool_dir, "xb").close()
+
+
+def _slow(driver: SparseFileDriver, delay_s: float) -> None:
+    """A file system that answers late: every read of this driver waits ``delay_s``."""
+    read = driver.backend_read_pools
+    driver.backend_read_pools = (  # type: ignore[method-assign]
+        lambda: time.sleep(delay_s) or read())
+
+
+def _replug(driver: SparseFileDriver) -> None:
+    vars(driver).pop("backend_read_pools", None)
+    if os.path.exists(driver.pool_dir + ".unplugged"):
+        if os.path.isfile(driver.pool_dir):
+            os.remove(driver.pool_dir)
+        os.rename(driver.pool_dir + ".unplugged", driver.pool_dir)
+
+
 COMPLIANCE_HOOKS = ComplianceHooks(
-    create_out_of_band=_create_out_of_band,
-    break_backend=lambda driver: os.rename(driver.pool_dir, driver.pool_dir + ".unplugged"),
-    repair_backend=lambda driver: os.rename(driver.pool_dir + ".unplugged", driver.pool_dir))
+    read_truth=_read_truth, create_out_of_band=_create_out_of_band,
+    resize_out_of_band=lambda driver, name, size_gb: os.truncate(driver.path(name),
+                                                                 size_gb * GiB),
+    delete_out_of_band=lambda driver, name: os.remove(driver.path(name)),
+    break_backend=_unplug, break_listing=lambda driver: _unplug(driver, "file"),
+    slow_backend=_slow, repair_backend=_replug)

@@ -7,6 +7,8 @@ records its claim. While other threads of the same process are queued for the
 same backend, the external lock is handed on without being released, so they may
 share the fresh read: every claim made since the read is added as in flight
 (Placement's generation idea), and no other process can have changed the pools.
+With a coordination URL the external lock is a tooz lock shared by every host
+(driver_kit.coordination), held the same way; without one, the file lock.
 The lock covers every pool of a backend because one fresh read serves them all.
 """
 
@@ -20,6 +22,8 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Iterator
 
 from oslo_concurrency import lockutils
+
+from driver_kit.coordination import CoordinatedLock
 
 LOG = logging.getLogger(__name__)
 
@@ -53,9 +57,19 @@ _STATES_LOCK = threading.Lock()
 class AdmissionGate:
     """Serialises admissions per backend across threads, instances and processes."""
 
-    def __init__(self, lock_path: str, *, prefix: str = "driver_kit-") -> None:
+    def __init__(self, lock_path: str, *, prefix: str = "driver_kit-",
+                 coordination_url: str | None = None) -> None:
         self._lock_path = lock_path
         self._prefix = prefix
+        self._coordination_url = coordination_url or None
+
+    def _external_lock(self, key: str) -> Any:
+        """The cross-process lock of ``key``: tooz with a coordination URL, else a file lock."""
+        if self._coordination_url:
+            return CoordinatedLock(self._coordination_url, f"{self._prefix}{key}")
+        os.makedirs(self._lock_path, exist_ok=True)
+        return lockutils.external_lock(key, lock_file_prefix=self._prefix,
+                                       lock_path=self._lock_path)
 
     def lock_file(self, key: str) -> str:
         """Where the external lock of ``key`` lives (for operators and tests)."""
@@ -82,9 +96,7 @@ class AdmissionGate:
                 state.waiting -= 1
             if state.external is None or state.shared_uses >= MAX_SHARED_READS:
                 self._release_external(state)
-                os.makedirs(self._lock_path, exist_ok=True)
-                lock = lockutils.external_lock(key, lock_file_prefix=self._prefix,
-                                               lock_path=self._lock_path)
+                lock = self._external_lock(key)
                 lock.acquire()
                 state.external = lock
             if state.facts is None or state.reader is not owner:
@@ -95,6 +107,12 @@ class AdmissionGate:
                     raise
                 # under a lock held all along, a fresh read already shows every claim
                 state.facts, state.reader, state.claims = facts, owner, {}
+            if isinstance(state.external, CoordinatedLock):
+                try:
+                    state.external.check()  # a lease lost since: refuse, create nothing
+                except BaseException:
+                    self._release_external(state)
+                    raise
             state.shared_uses += 1
             session = _Session(state.facts, state.claims)
             try:

@@ -58,6 +58,13 @@ KIT_OPTS = [
                help="Directory for the per-pool inter-process admission locks; defaults "
                     "to a driver_kit-locks directory in the system temporary directory. "
                     "Every process sharing a pool must use the same path."),
+    cfg.StrOpt("coordination_backend_url",
+               help="tooz URL of a coordination service shared by every host serving "
+                    "this backend (etcd3+http://host:2379, redis://host:6379, "
+                    "zookeeper://host:2181, file:///shared/dir). When set, admissions "
+                    "are serialised across hosts by a lock there instead of the local "
+                    "file lock; when unset, [coordination] backend_url is used as Cinder "
+                    "does, and without either admissions are serialised per host only."),
     cfg.FloatOpt("capacity_warning_used_percent", default=90.0,
                  help="Send a capacity notification when a pool's used capacity exceeds "
                       "this percentage of its total (0..100)."),
@@ -116,6 +123,7 @@ class BackendConfig:
     capacity_warning_used_percent: float
     capacity_warning_provisioned_percent: float
     stats_timeout: float
+    coordination_backend_url: str | None = None
     options: Any = None
 
     def get(self, name: str, default: Any = None) -> Any:
@@ -196,4 +204,15 @@ def load_backend_config(conf: cfg.ConfigOpts | None = None, backend: str = "defa
         capacity_warning_provisioned_percent=float(
             values["capacity_warning_provisioned_percent"]),
         stats_timeout=float(values["stats_timeout"]),
+        coordination_backend_url=(values["coordination_backend_url"]
+                                  or _coordination_section_url(conf)),
         options=conf[backend])
+
+
+def _coordination_section_url(conf: cfg.ConfigOpts) -> str | None:
+    """Cinder's ``[coordination] backend_url``, when the files set it."""
+    try:
+        conf.register_opt(cfg.StrOpt("backend_url"), group="coordination")
+    except cfg.DuplicateOptError:
+        pass
+    return _read(conf, "coordination", "backend_url") or None

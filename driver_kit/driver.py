@@ -116,7 +116,9 @@ class VolumeDriver(abc.ABC):
         self.configuration = configuration or load_backend_config(
             extra_opts=self.OPTIONS)
         self.notifier: Notifier = notifier or log_notifier
-        self._gate = AdmissionGate(self.configuration.lock_path)
+        self._gate = AdmissionGate(
+            self.configuration.lock_path,
+            coordination_url=getattr(self.configuration, "coordination_backend_url", None))
         self._stats: dict[str, Any] | None = None
         self._stats_lock = threading.Lock()
         self._known_pools: tuple[str, ...] = ()
@@ -179,6 +181,27 @@ class VolumeDriver(abc.ABC):
         """Create a volume copying another (``AlreadyExists`` if taken). Default: none."""
         raise NotImplementedError(f"{type(self).__name__} cannot clone volumes")
 
+    def backend_device_path(self, name: str) -> str:
+        """The local path of volume ``name``, ready for I/O (``VolumeNotFound`` if missing).
+
+        What the data path reads and writes on this host: the device a target
+        helper exports (iSCSI, NVMe-oF) and the one image and backup copies
+        use. Default: the driver offers no local path, so its volumes cannot
+        be exported or copied on this host.
+        """
+        raise NotImplementedError(f"{type(self).__name__} gives no local device path: its "
+                                  f"volumes cannot be exported or copied on this host")
+
+    def allocation_unit_bytes(self, pool_name: str) -> int:
+        """The backend gives volumes on ``pool_name`` whole units of this many bytes;
+        admission counts requests at that size. Default: sizes are exact."""
+        return 1
+
+    def capacity_group(self, pool_name: str) -> str:
+        """The physical capacity ``pool_name`` draws on; pools sharing one (one disk
+        group) share in-flight claims. Default: every pool its own."""
+        return pool_name
+
     def validate_name(self, name: Any) -> str:
         """Refuse names the backend cannot take; override with the backend's rules."""
         if not isinstance(name, str) or not name or name.startswith("-") \
@@ -223,26 +246,26 @@ class VolumeDriver(abc.ABC):
         return pool
 
     def _read_pools_in_time(self) -> list[PoolFacts]:
-        """``_read_pools_or_raise`` bounded by ``stats_timeout``: a read still running
-        then is abandoned (its result discarded) and the stats fail closed."""
-        timeout_s = self.configuration.stats_timeout
-        outcome: list[Any] = []
+        """``_read_pools_or_raise`` within ``stats_timeout`` (else ``BackendTimeout``); a
+        read past it is left to finish on its own."""
+        box: dict[str, Any] = {}
         done = threading.Event()
 
         def read() -> None:
             try:
-                outcome.append(self._read_pools_or_raise())
-            except BaseException as exc:  # handed to the caller below
-                outcome.append(exc)
-            done.set()
-
-        threading.Thread(target=read, name="driver_kit-stats-read", daemon=True).start()
+                box["facts"] = self._read_pools_or_raise()
+            except BaseException as exc:  # handed to the caller
+                box["error"] = exc
+            finally:
+                done.set()
+        threading.Thread(target=read, daemon=True, name="stats-read").start()
+        timeout_s = self.configuration.stats_timeout
         if not done.wait(timeout_s):
-            raise BackendTimeout(f"reading the backend took longer than stats_timeout "
-                                 f"({timeout_s:g} s)")
-        if isinstance(outcome[0], BaseException):
-            raise outcome[0]
-        return outcome[0]
+            raise BackendTimeout(f"the backend did not answer within stats_timeout = "
+                                 f"{timeout_s:g} s")
+        if "error" in box:
+            raise box["error"]
+        return box["facts"]
 
     def _build_stats(self) -> dict[str, Any]:
         conf = self.configuration
@@ -312,7 +335,7 @@ class VolumeDriver(abc.ABC):
         raise InvalidInput(f"no pool of backend {self.configuration.volume_backend_name} "
                            f"supports {wanted} provisioning")
 
-    def _admit(self, session: Any, pool: PoolFacts, requested_gb: int, thin: bool,
+    def _admit(self, session: Any, pool: PoolFacts, requested_gb: float, thin: bool,
                ) -> capacity.AdmissionDecision:
         stats = self._pool_stats(pool)
         if stats.backend_state != "up":
@@ -321,7 +344,7 @@ class VolumeDriver(abc.ABC):
         decision = capacity.admit(
             total_capacity=stats.total_capacity_gb, free_capacity=stats.free_capacity_gb,
             provisioned_capacity=stats.provisioned_capacity_gb, requested=requested_gb,
-            in_flight=session.in_flight_gb(pool.pool_name),
+            in_flight=session.in_flight_gb(self.capacity_group(pool.pool_name)),
             max_over_subscription_ratio=stats.max_over_subscription_ratio,
             reserved_percentage=stats.reserved_percentage, thin=thin,
             calculation=conf.over_provisioning_calculation, pool_name=pool.pool_name)
@@ -330,10 +353,17 @@ class VolumeDriver(abc.ABC):
             raise CapacityExceeded(decision)
         return decision
 
+    def _allocated_gb(self, pool_name: str, size_bytes: int) -> float:
+        """``size_bytes`` rounded up to the pool's allocation unit, in exact GiB."""
+        unit = self.allocation_unit_bytes(pool_name)
+        return -(-size_bytes // unit) * unit / GiB
+
     def _guarded(self, pool_key: str | None, extra_specs: Mapping[str, Any] | None,
-                 size_gb: float, action: Callable[[PoolFacts, bool], None]) -> None:
-        """Admit ``size_gb`` (exact GiB, possibly fractional) on the chosen pool under
-        its lock, then run ``action``."""
+                 size_bytes: int, action: Callable[[PoolFacts, bool], None], *,
+                 from_bytes: int = 0) -> None:
+        """Admit growing a volume from ``from_bytes`` (0: a new one) to ``size_bytes`` on
+        the chosen pool under its lock, in the pool's allocation units, then run
+        ``action``. Exact bytes: an LV of 500 MiB grown to 2 GiB takes 1.5 GiB more."""
         wanted = provisioning_type(extra_specs)
         with self._gate.hold(self.configuration.backend, self._read_pools_or_raise,
                              owner=self) as session:
@@ -343,7 +373,9 @@ class VolumeDriver(abc.ABC):
                     not thin and not pool.thick_provisioning_support:
                 raise InvalidInput(f"pool {pool.pool_name} does not support "
                                    f"{'thin' if thin else 'thick'} provisioning")
-            self._admit(session, pool, size_gb, thin)
+            needed = self._allocated_gb(pool.pool_name, size_bytes) \
+                - self._allocated_gb(pool.pool_name, from_bytes)
+            self._admit(session, pool, needed, thin)
             try:
                 action(pool, thin)
             except BaseException:
@@ -352,7 +384,7 @@ class VolumeDriver(abc.ABC):
                 # costs one read more, a wrong reuse could pass the cap)
                 session.mark_uncertain()
                 raise
-            session.record(pool.pool_name, size_gb)
+            session.record(self.capacity_group(pool.pool_name), needed)
         self._invalidate()
 
     def _invalidate(self) -> None:
@@ -378,7 +410,7 @@ class VolumeDriver(abc.ABC):
             chosen.append(VolumeInfo(name=name, size_gb=size_gb, pool_name=pool.pool_name,
                                      thin=thin))
 
-        self._guarded(pool_name, extra_specs, size_gb, create)
+        self._guarded(pool_name, extra_specs, size_gb * GiB, create)
         return chosen[0]
 
     def delete_volume(self, name: str) -> None:
@@ -403,9 +435,9 @@ class VolumeDriver(abc.ABC):
             raise InvalidSize(f"new size {new_size_gb} GiB must exceed the current size "
                               f"{_exact_gib(volume.size_bytes)} of volume {name!r}")
         spec = {"provisioning:type": "thin" if volume.thin else "thick"}
-        # exactly the bytes the extend adds (an LV of 500 MiB grows by 1.5 GiB to 2)
-        self._guarded(volume.pool_name, spec, growth_bytes / GiB,
-                      lambda pool, thin: self.backend_extend_volume(name, new_size_gb))
+        self._guarded(volume.pool_name, spec, new_size_gb * GiB,
+                      lambda pool, thin: self.backend_extend_volume(name, new_size_gb),
+                      from_bytes=volume.size_bytes)
         return VolumeInfo(name=name, size_gb=new_size_gb, pool_name=volume.pool_name,
                           thin=volume.thin)
 
@@ -418,7 +450,7 @@ class VolumeDriver(abc.ABC):
         name = self.validate_name(name)
         volume = self._get_volume(self.validate_name(volume_name))
         spec = {"provisioning:type": "thin" if volume.thin else "thick"}
-        self._guarded(volume.pool_name, spec, volume.size_gb,
+        self._guarded(volume.pool_name, spec, volume.size_gb * GiB,
                       lambda pool, thin: self.backend_create_snapshot(name, volume))
         return VolumeInfo(name=name, size_gb=volume.size_gb, pool_name=volume.pool_name,
                           thin=volume.thin)
@@ -462,7 +494,7 @@ class VolumeDriver(abc.ABC):
             raise InvalidSize(f"size {size} GiB is smaller than the source's "
                               f"{_exact_gib(source.size_bytes)}")
         spec = {"provisioning:type": "thin" if source.thin else "thick"}
-        self._guarded(source.pool_name, spec, size, lambda pool, thin: action(size))
+        self._guarded(source.pool_name, spec, size * GiB, lambda pool, thin: action(size))
         return VolumeInfo(name=name, size_gb=size, pool_name=source.pool_name,
                           thin=source.thin)
 

@@ -28,7 +28,7 @@ __all__ = [
     "DriverKitError", "InvalidInput", "InvalidName", "InvalidSize",
     "InvalidStats", "NotManaged", "VolumeBusy", "ConfigError", "NotFound", "VolumeNotFound",
     "SnapshotNotFound", "PoolNotFound", "AlreadyExists", "CapacityExceeded",
-    "BackendError", "BackendUnavailable", "BackendTimeout", "SetupError",
+    "BackendError", "BackendUnavailable", "BackendTimeout", "SetupError", "CoordinationError",
 ]
 
 
@@ -121,3 +121,7 @@ class BackendTimeout(BackendError, TimeoutError):
 
 class SetupError(BackendError):
     """The backend is not usable as configured; the message says what to fix."""
+
+
+class CoordinationError(BackendError):
+    """The cross-host coordination service cannot grant or keep an admission lock."""

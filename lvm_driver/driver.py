@@ -25,16 +25,17 @@ from __future__ import annotations
 import logging
 import math
 import os
+import time
 import uuid
 from typing import Any, Callable, Sequence
 
 from oslo_config import cfg
 
-from driver_kit import (AlreadyExists, BackendConfig, BackendUnavailable, ConfigError, GiB, InvalidInput,
-                        NotFound, NotManaged, PoolFacts, SetupError, SnapshotNotFound,
-                        VolumeBusy, VolumeDriver, VolumeInfo, VolumeNotFound)
-from driver_kit.compliance import ComplianceHooks
-from lvm_driver.executor import LVMExecutor, LVMVolumeGroupNotFoundError
+from driver_kit import (AlreadyExists, BackendConfig, BackendUnavailable, ConfigError, GiB,
+                        InvalidInput, NotFound, NotManaged, PoolFacts, SetupError,
+                        SnapshotNotFound, VolumeBusy, VolumeDriver, VolumeInfo, VolumeNotFound)
+from driver_kit.compliance import BackendTruth, ComplianceHooks, PoolTruth, VolumeTruth
+from lvm_driver.executor import LVMError, LVMExecutor, LVMVolumeGroupNotFoundError
 from lvm_driver.lvm import (LogicalVolume, VGReport, VolumeGroup, validate_lv_name,
                             validate_vg_name)
 
@@ -333,6 +334,19 @@ class ThinLVMDriver(VolumeDriver):
     def backend_find_snapshot(self, name: str) -> VolumeInfo | None:
         return self._find(name, _SNAPSHOT)
 
+    def backend_device_path(self, name: str) -> str:
+        """``/dev/<vg>/<lv>`` of one of the driver's volumes, activated when it is not.
+
+        One ``lvs``, plus one ``lvchange -ay -K`` for an inactive LV (a clone
+        LVM left flagged skip-activation, or a VG activated with ``-aay``).
+        """
+        lv = self.vg.report().find_lv(self.validate_name(name))
+        if lv is None or self._kind(lv) != _VOLUME:
+            raise VolumeNotFound(f"no volume {name!r}")
+        if not lv.is_active:
+            self.vg.activate(lv.name)
+        return f"/dev/{self.vg_name}/{lv.name}"
+
     # ------------------------------------------------------------ operations
     def _create_cleanly(self, name: str, create: Callable[[tuple[str, ...]], None],
                         tag: str) -> None:
@@ -441,28 +455,94 @@ class ThinLVMDriver(VolumeDriver):
 
 
 # ------------------------------------------------------------ compliance hooks
+# What driver-kit check needs to certify the driver against LVM itself: every figure
+# read straight from one `lvs` of the volume group (never through the driver's stats),
+# LVs made, resized and removed with plain LVM commands, and a volume group that
+# vanishes, fails to list or answers slowly.
 
-def _out_of_band(driver: ThinLVMDriver, name: str, size_gb: int) -> None:
-    """An operator's plain lvcreate in the driver's thin pool (no driver tag)."""
-    driver.vg.create_thin_volume(name, size_gb * GiB, pool=driver.pool_name)
+def _vg(driver: ThinLVMDriver) -> VolumeGroup:
+    """The volume group itself, also while a hook has put a broken one in its place."""
+    return getattr(driver, "_dk_healthy_vg", driver.vg)
 
 
-def _break(driver: ThinLVMDriver) -> None:
-    """Point the driver at a volume group that does not exist."""
-    driver._healthy_vg = driver.vg  # type: ignore[attr-defined]
-    driver.vg = VolumeGroup("dk-vg-gone", executor=driver.executor)
+def _read_truth(driver: ThinLVMDriver) -> BackendTruth:
+    """The VG, its thin pool and every LV as LVM reports them, in bytes."""
+    report = _vg(driver).report()
+    extent = report.extent_size_bytes
+    pools, volumes = [], []
+    pool = report.find_lv(driver.pool_name)
+    if pool is not None and pool.data_percent is not None \
+            and pool.metadata_percent is not None:
+        total = pool.size_bytes
+        used = min(total, math.ceil(total * pool.data_percent / 100))
+        metadata_room = math.floor(total * (100 - pool.metadata_percent) / 100)
+        pools.append(PoolTruth(pool_name=driver.pool_name, capacity_bytes=total,
+                               used_bytes=used, free_bytes=max(0, min(total - used,
+                                                                      metadata_room)),
+                               allocation_unit_bytes=extent))
+        for lv in report.thin_volumes(driver.pool_name):
+            # a snapshot whose origin was removed keeps the driver's snapshot tag
+            origin = (lv.origin or "(origin removed)") if driver._is_snapshot(lv) else None
+            volumes.append(VolumeTruth(name=lv.name, pool_name=driver.pool_name,
+                                       size_bytes=lv.size_bytes, thin=True,
+                                       snapshot_of=origin))
+    if driver.offer_thick:
+        thick = report.thick_volumes()
+        used = sum(lv.size_bytes for lv in thick)
+        pools.append(PoolTruth(pool_name=driver.vg_name,
+                               capacity_bytes=report.vg_free_bytes + used, used_bytes=used,
+                               allocation_unit_bytes=extent))
+        volumes += [VolumeTruth(name=lv.name, pool_name=driver.vg_name,
+                                size_bytes=lv.size_bytes, thin=False) for lv in thick]
+    return BackendTruth(pools=tuple(pools), volumes=tuple(volumes))
+
+
+def _out_of_band(driver: ThinLVMDriver, name: str, size_gb: int, pool_name: str) -> None:
+    """An operator's plain lvcreate (no driver tag) in the named pool."""
+    if pool_name == driver.pool_name:
+        _vg(driver).create_thin_volume(name, size_gb * GiB, pool=driver.pool_name)
+    else:
+        _vg(driver).create_thick_volume(name, size_gb * GiB)
+
+
+class _Troubled:
+    """A volume group whose reports fail or come late (what a hook puts in place)."""
+
+    def __init__(self, vg: VolumeGroup, *, error: Exception | None = None,
+                 delay_s: float = 0.0) -> None:
+        self._vg, self._error, self._delay_s = vg, error, delay_s
+
+    def report(self, **kwargs: Any) -> VGReport:
+        time.sleep(self._delay_s)
+        if self._error is not None:
+            raise self._error
+        return self._vg.report(**kwargs)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._vg, name)
+
+
+def _trouble(driver: ThinLVMDriver, vg: Any) -> None:
+    driver._dk_healthy_vg = _vg(driver)  # type: ignore[attr-defined]
+    driver.vg = vg
 
 
 def _repair(driver: ThinLVMDriver) -> None:
-    driver.vg = driver._healthy_vg  # type: ignore[attr-defined]
+    driver.vg = _vg(driver)
 
 
-def _delete_out_of_band(driver: ThinLVMDriver, name: str) -> None:
-    """The operator's own lvremove (the driver refuses to remove what it did not make)."""
-    driver.vg.delete(name)
-
-
-#: what ``driver-kit check`` uses to test out-of-band counting and failing closed
-COMPLIANCE_HOOKS = ComplianceHooks(create_out_of_band=_out_of_band,
-                                   delete_out_of_band=_delete_out_of_band,
-                                   break_backend=_break, repair_backend=_repair)
+#: what ``driver-kit check`` uses to certify the driver against LVM itself
+COMPLIANCE_HOOKS = ComplianceHooks(
+    read_truth=_read_truth, create_out_of_band=_out_of_band,
+    resize_out_of_band=lambda driver, name, size_gb: _vg(driver).extend(name, size_gb * GiB),
+    delete_out_of_band=lambda driver, name: _vg(driver).delete(name),
+    # a VG that does not exist
+    break_backend=lambda driver: _trouble(driver, VolumeGroup(
+        "dk-vg-gone", executor=driver.executor)),
+    # the one lvs that lists the VG's LVs failing
+    break_listing=lambda driver: _trouble(driver, _Troubled(_vg(driver), error=LVMError(
+        "lvs failed: cannot list the logical volumes"))),
+    slow_backend=lambda driver, delay_s: _trouble(driver, _Troubled(_vg(driver),
+                                                                    delay_s=delay_s)),
+    repair_backend=_repair,
+    backend_calls=lambda driver: driver.executor.commands_run)

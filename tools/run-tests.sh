@@ -2,9 +2,10 @@
 # The whole test suite, installing what it needs on a fresh machine:
 #   1. a venv (.venv) with the project and its test extra;
 #   2. every host test: unit, Cinder agreement, simulator functional scenarios,
-#      compliance harness (pytest, warnings as errors, zero tests = failure);
-#   3. the real-LVM lane: the functional scenarios on a real thin pool inside a
-#      VM (tests/realvm). Needs root; installs its Debian packages itself.
+#      compliance harness, the fault campaign at CI size (pytest, warnings as
+#      errors, zero tests = failure);
+#   3. the real-LVM lane: the functional scenarios and a short fault campaign
+#      on a real thin pool inside a VM (tests/realvm). Needs root; installs its Debian packages itself.
 #      Under CI=true it is mandatory; elsewhere, without root, it is skipped
 #      with one loud line saying why.
 # Results (JUnit XML) go to test-results/.
@@ -26,13 +27,17 @@ if [ ! -x .venv/bin/python ]; then
     "$python" -m venv .venv
 fi
 .venv/bin/python -m pip install -q --upgrade pip
-.venv/bin/python -m pip install -q -e '.[test,cinder]'
-# tests/ecosystem/test_devstack.py lints the DevStack plugin with ShellCheck
-if ! command -v shellcheck >/dev/null && [ "$(id -u)" = 0 ]; then
-    apt-get install -y -q shellcheck >/dev/null 2>&1 \
-        || { apt-get update -q >/dev/null && apt-get install -y -q shellcheck >/dev/null; } \
-        || echo "run-tests: could not install shellcheck" >&2
-fi
+.venv/bin/python -m pip install -q -e '.[test,cinder,coordination]'
+# tests/ecosystem/test_devstack.py lints the DevStack plugin with ShellCheck;
+# tests/ecosystem/test_cinder_datapath.py converts images with qemu-img;
+# tests/unit/test_coordination.py runs a real etcd (Debian's etcd-server)
+for tool in shellcheck:shellcheck qemu-img:qemu-utils etcd:etcd-server; do
+    if ! command -v "${tool%%:*}" >/dev/null && [ "$(id -u)" = 0 ]; then
+        apt-get install -y -q "${tool#*:}" >/dev/null 2>&1 \
+            || { apt-get update -q >/dev/null && apt-get install -y -q "${tool#*:}" >/dev/null; } \
+            || echo "run-tests: could not install ${tool#*:}" >&2
+    fi
+done
 mkdir -p test-results
 
 status=0
@@ -48,7 +53,9 @@ elif [ "$(id -u)" != 0 ]; then
     echo "run-tests: REAL-LVM LANE NOT RUN: needs root (it installs qemu and boots a VM)" >&2
 else
     bash tests/realvm/install_deps.sh .venv/bin/python
-    bash tests/realvm/run_in_vm.sh -- .venv/bin/python -m pytest tests/functional tests/compliance \
+    # the lane grew (harness tour, campaign): give the VM room under TCG
+    DK_REALVM_TIMEOUT="${DK_REALVM_TIMEOUT:-2400}" \
+        bash tests/realvm/run_in_vm.sh -- .venv/bin/python -m pytest tests/functional tests/compliance tests/campaign \
         -m realvm -p no:cacheprovider --junitxml=test-results/realvm.xml -v
 fi
 echo "run-tests: all lanes passed"

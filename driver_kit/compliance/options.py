@@ -61,6 +61,10 @@ OPTIONS: tuple[Option, ...] = (
     Option("timeout", "--timeout", "--driver-kit-timeout", {
         "metavar": "S", "type": float, "default": 60.0,
         "help": "seconds each check may take before it is abandoned (60)"}),
+    Option("scale", "--scale", "--driver-kit-scale", {
+        "metavar": "N", "type": int, "default": 64,
+        "help": "volumes the tour makes in a pool when it has room (64: more than 60 "
+                "shows a listing read only to its first page of 50)"}),
 )
 
 
@@ -79,9 +83,10 @@ def build_runner(values: Mapping[str, Any], *,
     """The Runner the option ``values`` (by ``Option.key``) describe.
 
     Raises ``ValueError`` saying what is wrong with them (an unknown check id, a
-    timeout that is not positive); each front end reports it as a usage error.
+    timeout that is not positive, a scale below 1); each front end reports it as a
+    usage error.
     """
     spec = DriverSpec(driver=values["driver"], config_files=tuple(values["config_files"]),
                       backend=values["backend"], overrides=dict(overrides or {}))
     return Runner(spec=spec, hooks_path=values["hooks"], only=values["only"],
-                  timeout_s=values["timeout"])
+                  timeout_s=values["timeout"], scale=values["scale"])

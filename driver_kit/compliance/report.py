@@ -9,7 +9,8 @@ from typing import Any
 from driver_kit.compliance.runner import RunReport
 from driver_kit.tables import format_columns
 
-__all__ = ["format_table", "junit_xml", "report_to_dict", "write_json", "write_junit"]
+__all__ = ["format_table", "hooks_line", "junit_xml", "report_to_dict", "write_json",
+           "write_junit"]
 
 _MARK = {"passed": "PASS", "failed": "FAIL", "skipped": "SKIP", "errored": "ERROR"}
 
@@ -26,8 +27,19 @@ def format_table(report: RunReport, *, reason_width: int = 100) -> str:
         rows.append((r.id, mark, reason))
     table = format_columns(rows, ("CHECK", "RESULT", "REASON"))
     counts = ", ".join(f"{n} {s}" for s, n in report.counts().items())
-    return (f"{table}\n\n{report.driver}: {counts} in {report.duration_s:.1f} s; "
-            f"exit code {report.exit_code}\n")
+    return (f"{table}\n\n{hooks_line(report)}\n{report.driver}: {counts} in "
+            f"{report.duration_s:.1f} s; exit code {report.exit_code}\n")
+
+
+def hooks_line(report: RunReport) -> str:
+    """Which compliance hooks the run had, and what the missing ones would enable."""
+    hooks = report.profile.get("hooks") or {}
+    present = [name for name, hook in hooks.items() if hook["present"]]
+    missing = [f"{name}{' (required)' if hook['required'] else ''}: "
+               f"{', '.join(hook['enables']) or 'no check'}"
+               for name, hook in hooks.items() if not hook["present"]]
+    return (f"hooks: {', '.join(present) or 'none'}"
+            + (f"; missing {'; '.join(missing)}" if missing else ""))
 
 
 def report_to_dict(report: RunReport) -> dict[str, Any]:

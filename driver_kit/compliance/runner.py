@@ -11,7 +11,6 @@ afterwards, whatever its verdict.
 from __future__ import annotations
 
 import itertools
-import sys
 import threading
 import time
 import traceback
@@ -21,9 +20,11 @@ from datetime import datetime, timezone
 from typing import Any, Callable, Literal, Mapping, Sequence
 
 from driver_kit import ConfigError
-from driver_kit.compliance.checks import (BY_ID, SETUP, Check, CheckContext, CheckError,
-                                          CheckFailed, CheckSkipped, ComplianceHooks,
-                                          find_checks, set_up)
+from driver_kit.compliance.checks import (BY_ID, CATALOGUE, SETUP, Check, CheckContext,
+                                          CheckError, CheckFailed, CheckSkipped,
+                                          ComplianceHooks, find_checks, set_up)
+from driver_kit.compliance.checks.tour import walk
+from driver_kit.compliance.hooks import REQUIRED_HOOKS, find_hooks
 from driver_kit.compliance.spec import DriverSpec, LoadError, load_driver
 from driver_kit.loading import import_object
 
@@ -84,24 +85,52 @@ def _import_attr(path: str, what: str) -> Any:
         raise LoadError(str(exc)) from exc
 
 
-def load_hooks(path: str | None, driver_class: type | None = None) -> ComplianceHooks:
-    """Hooks from ``module:attr`` (a ``ComplianceHooks`` or a callable returning one).
-
-    Without a path, the driver module's ``COMPLIANCE_HOOKS`` is used when it has one.
-    """
-    if path:
-        found = _import_attr(path, "hooks")
-        if callable(found) and not isinstance(found, ComplianceHooks):
-            found = found()
-    elif driver_class is not None:
-        found = getattr(sys.modules.get(driver_class.__module__), "COMPLIANCE_HOOKS", None)
-        if found is None:
-            return ComplianceHooks()
-    else:
-        return ComplianceHooks()
+def load_hooks(path: str) -> ComplianceHooks:
+    """Hooks from ``module:attr`` (a ``ComplianceHooks`` or a callable returning one)."""
+    found = _import_attr(path, "hooks")
+    if callable(found) and not isinstance(found, ComplianceHooks):
+        found = found()
     if not isinstance(found, ComplianceHooks):
-        raise LoadError(f"hooks {path or driver_class!r} gave {found!r}, not ComplianceHooks")
+        raise LoadError(f"hooks {path!r} gave {found!r}, not ComplianceHooks")
     return found
+
+
+class _Once:
+    """A value computed once, in its own thread, by the first caller's request; later
+    callers wait for it. Once a caller gave up waiting, the others fail at once."""
+
+    def __init__(self, compute: Callable[[], Any], what: str) -> None:
+        self._compute, self._what = compute, what
+        self._lock = threading.Lock()
+        self._done = threading.Event()
+        self._started = self._abandoned = False
+        self._value: Any = None
+        self._error: str | None = None
+
+    def _run(self) -> None:
+        try:
+            self._value = self._compute()
+        except CheckError as exc:
+            self._error = str(exc)
+        except Exception as exc:
+            self._error = f"{self._what} failed: {_describe(exc)}"
+        finally:
+            self._done.set()
+
+    def get(self, wait_s: float) -> Any:
+        with self._lock:
+            if not self._started:
+                self._started = True
+                threading.Thread(target=self._run, daemon=True,
+                                 name=f"driver-kit-{self._what.split()[0]}").start()
+            elif self._abandoned and not self._done.is_set():
+                raise CheckError(f"an earlier {self._what} never finished")
+        if not self._done.wait(wait_s):
+            self._abandoned = True
+            raise CheckError(f"{self._what} did not finish within {wait_s:.3g} s")
+        if self._error is not None:
+            raise CheckError(self._error)
+        return self._value
 
 
 def _call(fn: Callable[[], Any], timeout_s: float,
@@ -137,20 +166,31 @@ class Runner:
 
     Give a ``factory`` (a callable returning a fresh driver, not yet set up) or a
     ``spec`` (module:Class + config, which also lets the multi-process check
-    rebuild the driver in child processes), or both.
+    rebuild the driver in child processes), or both. Without ``hooks`` or
+    ``hooks_path`` the driver's own are used (``hooks.find_hooks``); with
+    ``discover_hooks`` they are used too, under the hooks given. ``scale`` is
+    how many volumes the tour makes in a pool (more than 60 shows a listing read
+    only to its first page of 50).
     """
 
     def __init__(self, factory: Callable[[], Any] | None = None, *,
                  spec: DriverSpec | None = None, hooks: ComplianceHooks | None = None,
                  hooks_path: str | None = None, only: Sequence[str] | None = None,
-                 timeout_s: float = 60.0) -> None:
+                 timeout_s: float = 60.0, scale: int = 64,
+                 discover_hooks: bool | None = None) -> None:
         if factory is None and spec is None:
             raise ValueError("give a driver factory or a DriverSpec")
         if timeout_s <= 0:
             raise ValueError(f"timeout must be positive, got {timeout_s!r}")
+        if isinstance(scale, bool) or not isinstance(scale, int) or scale < 1:
+            raise ValueError(f"scale must be a whole number of volumes >= 1, got {scale!r}")
         self.checks = find_checks(list(only or ()))
         self.timeout_s = float(timeout_s)
+        self.scale = scale
         self.hooks = hooks or ComplianceHooks()
+        self._discover = discover_hooks if discover_hooks is not None \
+            else hooks is None and hooks_path is None
+        self._hooks_origin: dict[str, str] = {}
         self._factory = factory
         self._spec = spec
         self._hooks_path = hooks_path
@@ -159,8 +199,8 @@ class Runner:
         self._notes: dict[str, Any] = {}
         self._setup: CheckResult | None = None
         self._setup_driver: Any = None
-        self._report_lock = threading.Lock()
-        self._report_state: tuple[str, Any] | None = None
+        self._report = _Once(self._first_report, "get_volume_stats(refresh=True)")
+        self._tour = _Once(self._walk, "tour of the pools")
         self._results: dict[str, CheckResult] = {}
         self.description = spec.describe() if spec else getattr(
             factory, "__qualname__", repr(factory))
@@ -176,9 +216,11 @@ class Runner:
             raise CheckFailed(f"the factory made {type(drv).__module__}."
                               f"{type(drv).__qualname__}, which has no get_volume_stats(): "
                               f"not a driver")
-        if not self._hooks_path and not any(self.hooks.available().values()) \
-                and hasattr(self._factory, "spec"):  # a driver named by path
-            self.hooks = load_hooks(None, type(drv))
+        if self._discover:
+            found, origin = find_hooks(type(drv))
+            given = {name for name, present in self.hooks.available().items() if present}
+            self._hooks_origin = {k: v for k, v in origin.items() if k not in given}
+            self.hooks = self.hooks.merged(found)
         self._setup_driver = set_up(drv)
         hooks = [k for k, v in self.hooks.available().items() if v]
         return f"{type(drv).__qualname__} set up; hooks: {', '.join(hooks) or 'none'}"
@@ -189,32 +231,39 @@ class Runner:
             self._setup = self._execute(SETUP, self._do_setup, cleanup=None)
         return self._setup
 
-    # ------------------------------------------------------------ shared report
-    def _shared_report(self) -> dict[str, Any]:
-        with self._report_lock:
-            state = self._report_state
-            if state is None:
-                self._report_state = ("pending", None)
-        if state is None:
-            try:
-                report = self._setup_driver.get_volume_stats(refresh=True)
-            except Exception as exc:
-                self._report_state = ("error", f"get_volume_stats(refresh=True) raised "
-                                               f"{_describe(exc)}")
-                raise CheckError(self._report_state[1]) from None
-            self._report_state = ("ok", report)
-            self._notes["report"] = report
-            return report
-        kind, value = state
-        if kind == "ok":
-            return value
-        if kind == "pending":
-            raise CheckError("an earlier get_volume_stats(refresh=True) never returned")
-        raise CheckError(value)
+    # ------------------------------------------------------------ shared by the checks
+    def _first_report(self) -> dict[str, Any]:
+        try:
+            report = self._setup_driver.get_volume_stats(refresh=True)
+        except Exception as exc:
+            raise CheckError(f"get_volume_stats(refresh=True) raised {_describe(exc)}") \
+                from None
+        self._notes["report"] = report
+        return report
+
+    def _context(self, timeout_s: float) -> CheckContext:
+        shared: dict[str, Callable[[], Any]] = {}
+        ctx = CheckContext(factory=self._factory, hooks=self.hooks, spec=self._spec,
+                           prefix=self._prefix, counter=self._counter,
+                           deadline=time.monotonic() + timeout_s, notes=self._notes,
+                           shared=shared, scale=self.scale, build=load_driver)
+        shared.update(report=lambda: self._report.get(ctx.remaining_s()),
+                      tour=lambda: self._tour.get(ctx.remaining_s()))
+        return ctx
+
+    def _walk(self) -> Any:
+        ctx = self._context(self.timeout_s)
+        try:
+            tour = walk(ctx)
+        finally:
+            problems = ctx.cleanup()
+        if problems:
+            tour.notes.extend(problems)
+        return tour
 
     def _prefetch_report(self) -> None:
         try:
-            self._shared_report()
+            self._report.get(self.timeout_s)
         except CheckError:
             pass  # the report checks say why
 
@@ -262,11 +311,14 @@ class Runner:
                                  severity=check.severity, status="errored",
                                  reason=f"not run: driver.setup {setup.status}: "
                                         f"{setup.reason}", duration_s=0.0)
+        elif missing := self.hooks.missing(check.hooks):
+            result = CheckResult(id=check.id, title=check.title, clause=check.clause,
+                                 severity=check.severity, status="skipped",
+                                 reason=f"needs the {', '.join(missing)} hook"
+                                        f"{'s' if len(missing) > 1 else ''}, which the driver "
+                                        f"does not give (see hooks.required)", duration_s=0.0)
         else:
-            ctx = CheckContext(factory=self._factory, hooks=self.hooks, spec=self._spec,
-                               prefix=self._prefix, counter=self._counter,
-                               deadline=time.monotonic() + self.timeout_s,
-                               shared_report=self._shared_report, notes=self._notes)
+            ctx = self._context(self.timeout_s)
             result = self._execute(check, lambda: check.run(ctx), ctx.cleanup)
         self._results[check.id] = result
         return result
@@ -277,7 +329,7 @@ class Runner:
         start = time.monotonic()
         setup = self.setup()
         if setup.status == "passed":  # the report the profile describes, taken once
-            _call(self._prefetch_report, self.timeout_s, "driver-kit-report")
+            self._prefetch_report()
         results = [setup] + [self.run_one(c.id) for c in self.checks]
         return RunReport(driver=self.description, started_at=started,
                          duration_s=round(time.monotonic() - start, 3),
@@ -306,26 +358,41 @@ class Runner:
                 "reserved_percentage", "total_capacity_gb")} for p in pools],
             "thin_provisioning": any_pool("thin_provisioning_support"),
             "thick_provisioning": any_pool("thick_provisioning_support"),
-            "ratio_enforced": {"create": self._verdict("admission.create-over-cap"),
-                               "extend": self._verdict("admission.extend-over-cap")},
+            "ratio_enforced": {op: self._verdict(f"admission.{op}-over-cap")
+                               for op in ("create", "extend", "snapshot", "copy")},
+            "cap_holds_when_filled": self._verdict("admission.fill-to-cap"),
             "parallel_safe": {"threads": self._verdict("admission.parallel-threads"),
                               "processes": self._verdict("admission.parallel-processes")},
+            "agrees_with_backend": {c.id.split(".", 1)[1]: self._verdict(c.id)
+                                    for c in CATALOGUE if c.id.startswith("truth.")},
             "out_of_band_counted": self._verdict("provisioned.counts-out-of-band"),
             "snapshots_supported": self._notes.get("snapshots_supported"),
             "snapshots_apart": self._verdict("provisioned.excludes-snapshots"),
             "snapshot_capacity_reported": self._notes.get("snapshot_capacity_reported"),
-            "fail_closed": self._verdict("stats.fail-closed"),
+            "fail_closed": {c.id.split(".", 1)[1]: self._verdict(c.id)
+                            for c in CATALOGUE if c.id.startswith("failclosed.")},
             "stats_cached": self._verdict("stats.refresh-cached"),
             "leak_free": {"fds": self._verdict("resources.no-fd-leak"),
                           "child_processes": self._verdict("resources.no-child-leak")},
-            "hooks": self.hooks.available(),
+            "hooks": self.hook_profile(),
             "multi_process_spec": self._spec is not None,
         }
 
 
+    def hook_profile(self) -> dict[str, dict[str, Any]]:
+        """Each hook: present, required, where it was found, and the checks it enables."""
+        return {name: {"present": present, "required": name in REQUIRED_HOOKS,
+                       "found_in": self._hooks_origin.get(name, "given to the run")
+                       if present else None,
+                       "enables": [c.id for c in CATALOGUE
+                                   if name in c.hooks + c.optional_hooks]}
+                for name, present in self.hooks.available().items()}
+
+
 def run_checks(factory: Callable[[], Any] | None = None, *, spec: DriverSpec | None = None,
                hooks: ComplianceHooks | None = None, hooks_path: str | None = None,
-               only: Sequence[str] | None = None, timeout_s: float = 60.0) -> RunReport:
+               only: Sequence[str] | None = None, timeout_s: float = 60.0,
+               scale: int = 64) -> RunReport:
     """Run the catalogue (or the ``only`` ids/patterns) and return the report."""
     return Runner(factory, spec=spec, hooks=hooks, hooks_path=hooks_path, only=only,
-                  timeout_s=timeout_s).run()
+                  timeout_s=timeout_s, scale=scale).run()

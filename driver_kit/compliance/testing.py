@@ -8,7 +8,7 @@
         def make_driver(self):              # a fresh driver, not yet set up
             return MyDriver(load_backend_config(overrides={...}))
 
-        def create_out_of_band(self, driver, name, size_gb):   # optional hooks
+        def break_listing(self, driver):    # hooks the driver does not ship
             ...
 
 Every catalogue check becomes one test method (``test_stats_gib_2_decimals``,
@@ -41,9 +41,10 @@ class ComplianceError(RuntimeError):
 class ComplianceTestCase(testtools.TestCase):
     """Base of a vendor's compliance suite; collected only in subclasses.
 
-    Hooks are optional: a method named after a ``ComplianceHooks`` field, taking
-    that hook's arguments after ``self`` (``create_out_of_band(self, driver, name,
-    size_gb)``), enables the checks needing it.
+    The driver's own hooks (``driver_kit.compliance.hooks``) are used; a method
+    named after a ``ComplianceHooks`` field, taking that hook's arguments after
+    ``self`` (``create_out_of_band(self, driver, name, size_gb, pool_name)``),
+    adds or replaces one.
     """
 
     __test__ = False
@@ -72,8 +73,8 @@ class ComplianceTestCase(testtools.TestCase):
         if not has_factory and self.driver_spec is None:
             self.skipTest("define make_driver() or driver_spec to run the compliance checks")
         runner = Runner(self.make_driver if has_factory else None, spec=self.driver_spec,
-                        hooks=self.compliance_hooks(), only=[check_id],
-                        timeout_s=self.check_timeout_s)
+                        hooks=self.compliance_hooks(), discover_hooks=True,
+                        only=[check_id], timeout_s=self.check_timeout_s)
         result = runner.run_one(check_id)
         text = f"{result.id} [{result.severity}]: {result.reason}\nclause: {result.clause}"
         if result.status == "skipped":

@@ -16,12 +16,13 @@ from driver_kit import load_backend_config
 from driver_kit.compliance import CATALOGUE, DriverSpec, Runner
 from driver_kit.compliance.cli import main_check
 from driver_kit.compliance.testing import ComplianceTestCase
-from tests.compliance.drivers import (AlwaysRefreshes, DeleteMissingRaises, SnapMemoryDriver,
-                                      sparse_config)
+from tests.compliance.broken import AlwaysRefreshes, DeleteMissingRaises
+from tests.compliance.drivers import SnapMemoryDriver, sparse_config
 
 ROOT = Path(__file__).resolve().parents[2]
 SPARSE = "contrib.sparse_file_driver:SparseFileDriver"
 IDS = ["driver.setup"] + [c.id for c in CATALOGUE]
+NO_COPIES = ["admission.copy-over-cap", "ops.copy-readback"]
 
 
 def memory_config(tmp_path):
@@ -44,12 +45,25 @@ def test_check_command_writes_table_json_and_junit(tmp_path, capsys):
 
     doc = json.loads(out_json.read_text())
     assert [r["id"] for r in doc["results"]] == IDS
-    assert {r["status"] for r in doc["results"]} == {"passed"}
-    assert doc["exit_code"] == 0 and doc["summary"]["passed"] == len(IDS)
-    assert doc["profile"]["thin_provisioning"] is True
-    assert doc["profile"]["ratio_enforced"] == {"create": True, "extend": True}
-    assert doc["profile"]["out_of_band_counted"] is True
-    assert doc["profile"]["snapshots_apart"] is True
+    statuses = {r["id"]: r["status"] for r in doc["results"] if r["status"] != "passed"}
+    assert statuses == {c: "skipped" for c in NO_COPIES}  # the sparse driver has no copies
+    assert doc["exit_code"] == 0 and doc["summary"]["passed"] == len(IDS) - len(NO_COPIES)
+    profile = doc["profile"]
+    assert profile["thin_provisioning"] is True
+    assert profile["ratio_enforced"] == {"create": True, "extend": True, "snapshot": True,
+                                         "copy": None}
+    assert profile["agrees_with_backend"] == dict.fromkeys(
+        ["pools", "total", "free", "provisioned", "total-volumes", "ratio"], True)
+    assert profile["out_of_band_counted"] is True and profile["snapshots_apart"] is True
+    # which hooks were there, where they were found and what they enabled
+    truth = profile["hooks"]["read_truth"]
+    assert truth["present"] and truth["required"] and "truth.free" in truth["enables"]
+    assert truth["found_in"] == "contrib.sparse_file_driver.SparseFileDriver"
+    assert profile["hooks"]["backend_calls"] == {
+        "present": False, "required": False, "found_in": None,
+        "enables": ["stats.refresh-cached"]}
+    assert "hooks: read_truth, create_out_of_band," in table
+    assert "; missing backend_calls: stats.refresh-cached" in table
 
     suite = ET.parse(out_xml).getroot().find("testsuite")
     assert suite.get("tests") == str(len(IDS)) and suite.get("failures") == "0"
@@ -58,18 +72,19 @@ def test_check_command_writes_table_json_and_junit(tmp_path, capsys):
 
 def test_check_command_fails_on_a_must_check(tmp_path, capsys):
     out_json, out_xml = tmp_path / "r.json", tmp_path / "r.xml"
-    code = main_check(["--driver", "tests.compliance.drivers:DeleteMissingRaises",
+    code = main_check(["--driver", "tests.compliance.broken:DeleteMissingRaises",
                        "--config-file", memory_config(tmp_path),
-                       "--hooks", "tests.compliance.drivers:MEMORY_HOOKS",
                        "--json", str(out_json), "--junit", str(out_xml)])
     assert code == 1
     assert "ops.delete-missing" in capsys.readouterr().out
     doc = json.loads(out_json.read_text())
     failed = {r["id"]: r["severity"] for r in doc["results"] if r["status"] == "failed"}
-    # a memory pool is not shared between processes: the should-level check sees it
-    assert failed == {"ops.delete-missing": "must", "admission.parallel-processes": "should"}
-    assert doc["profile"]["hooks"]["break_backend"] is True
-    assert doc["profile"]["parallel_safe"] == {"threads": True, "processes": False}
+    assert failed == {"ops.delete-missing": "must"}
+    # the hooks of its base class were found; its memory is no backend processes share
+    assert doc["profile"]["hooks"]["break_backend"]["present"] is True
+    assert doc["profile"]["parallel_safe"] == {"threads": True, "processes": None}
+    processes = next(r for r in doc["results"] if r["id"] == "admission.parallel-processes")
+    assert processes["status"] == "skipped" and "not shared" in processes["reason"]
     failures = {case.get("name"): case.find("failure") for case in ET.parse(out_xml).iter(
         "testcase") if case.find("failure") is not None}
     assert {name: f.get("type") for name, f in failures.items()} == failed
@@ -77,7 +92,7 @@ def test_check_command_fails_on_a_must_check(tmp_path, capsys):
 
 
 def test_a_failed_should_check_does_not_fail_the_exit_code(tmp_path, capsys):
-    code = main_check(["--driver", "tests.compliance.drivers:AlwaysRefreshes",
+    code = main_check(["--driver", "tests.compliance.broken:AlwaysRefreshes",
                        "--config-file", memory_config(tmp_path), "--only", "stats.*"])
     table = capsys.readouterr().out
     assert code == 0
@@ -98,6 +113,8 @@ def test_check_command_usage_errors(capsys):
     assert main_check(["--only", "no.such-check"]) == 2
     assert "no check matches 'no.such-check'" in capsys.readouterr().err
     assert main_check(["--timeout", "soon"]) == 2
+    assert main_check(["--scale", "0"]) == 2
+    assert "scale must be a whole number of volumes >= 1" in capsys.readouterr().err
 
 
 def test_check_command_defaults_to_the_lvm_simulator(capsys):
@@ -135,7 +152,7 @@ def test_pytest_plugin_passes_the_sparse_driver(tmp_path):
                      "--driver-kit-config", sparse_config(tmp_path),
                      "--driver-kit-backend", "sparse", "--junitxml", "out.xml")
     assert run.returncode == 0, run.stdout + run.stderr
-    assert f"{len(IDS)} passed" in run.stdout
+    assert f"{len(IDS) - len(NO_COPIES)} passed, {len(NO_COPIES)} skipped" in run.stdout
     names = [c.get("name") for c in ET.parse(tmp_path / "out.xml").iter("testcase")]
     assert names == IDS
 
@@ -143,13 +160,15 @@ def test_pytest_plugin_passes_the_sparse_driver(tmp_path):
 def test_pytest_plugin_reports_failures_skips_and_errors(tmp_path):
     run = run_pytest(tmp_path, "--driver-kit-driver", "tests.compliance.drivers:RaisesOnCreate",
                      "--driver-kit-config", memory_config(tmp_path),
-                     "--driver-kit-hooks", "tests.compliance.drivers:MEMORY_HOOKS",
+                     "--driver-kit-hooks", "tests.compliance.drivers:SNAP_MEMORY_HOOKS",
                      "-k", "stats or ops")
     assert run.returncode == 1, run.stdout + run.stderr
     assert "RuntimeError: array exploded" in run.stdout
     assert "ERROR at setup of driver-kit check ops.create-existing" in run.stdout
     assert "ops.create-existing [must] errored" in run.stdout
-    assert "collected 26 items / 10 deselected / 16 selected" in run.stdout  # -k applies
+    selected = [i for i in IDS if "stats" in i or "ops" in i]
+    assert f"collected {len(IDS)} items / {len(IDS) - len(selected)} deselected / " \
+        f"{len(selected)} selected" in run.stdout  # -k applies
 
 
 def test_pytest_plugin_only_is_repeatable(tmp_path):
@@ -170,7 +189,8 @@ def test_pytest_plugin_is_inert_without_a_driver(tmp_path):
 # ------------------------------------------------------------------ testtools base
 
 class TestMemoryDriverCompliance(ComplianceTestCase):
-    """How a vendor uses the base: a factory and hooks as methods."""
+    """How a vendor uses the base: a factory, and hooks as methods (here the fault
+    hooks; the others are the driver's own, found on its class)."""
 
     def setUp(self):
         super().setUp()
@@ -180,14 +200,15 @@ class TestMemoryDriverCompliance(ComplianceTestCase):
         return SnapMemoryDriver(load_backend_config(overrides={
             "lock_path": self.lock_path, "max_over_subscription_ratio": "2.0"}))
 
-    def create_out_of_band(self, driver, name, size_gb):
-        driver.volumes[name] = size_gb
-
     def break_backend(self, driver):
         driver.broken = True
 
+    def break_listing(self, driver):
+        driver.listing_broken = True
+
     def repair_backend(self, driver):
-        driver.broken = False
+        driver.broken = driver.listing_broken = False
+        driver.delay_s = 0.0
 
 
 class TempDir:
@@ -216,7 +237,6 @@ class BrokenVendorSuite(ComplianceTestCase):
         return TwoBugs(load_backend_config(overrides={
             "lock_path": os.path.join(self.tmp, "locks")}))
 
-    create_out_of_band = TestMemoryDriverCompliance.create_out_of_band
     break_backend = TestMemoryDriverCompliance.break_backend
     repair_backend = TestMemoryDriverCompliance.repair_backend
 

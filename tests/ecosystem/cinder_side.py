@@ -58,6 +58,7 @@ from cinder import rpc  # noqa: E402
 from cinder.db import migration  # noqa: E402
 from cinder.scheduler import host_manager  # noqa: E402
 from cinder.volume import manager as volume_manager  # noqa: E402
+from cinder.volume import rpcapi as volume_rpcapi  # noqa: E402
 from cinder.volume import volume_types  # noqa: E402
 from oslo_utils import timeutils  # noqa: E402
 
@@ -80,7 +81,9 @@ def volume_service(backend: str, host: str) -> Any:
     """A cinder-volume service for one backend section, started as Cinder starts it."""
     service = objects.Service(ctxt(), host=host, binary="cinder-volume",
                               topic="cinder-volume", report_count=0,
-                              availability_zone="nova")
+                              availability_zone="nova",
+                              rpc_current_version=volume_rpcapi.VolumeAPI.RPC_API_VERSION,
+                              object_current_version=objects.base.OBJ_VERSIONS.get_current())
     service.create()
     manager = volume_manager.VolumeManager(service_name=backend, host=host)
     manager.init_host(service_id=service.id)

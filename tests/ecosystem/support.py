@@ -89,13 +89,23 @@ def _ini_value(value: Any) -> str:
     return str(value)
 
 
+def backup_options(directory: Path) -> dict[str, Any]:
+    """[DEFAULT] options of a cinder-backup with the POSIX driver on ``directory``."""
+    return {"backup_driver": "cinder.backup.drivers.posix.PosixBackupDriver",
+            "backup_posix_path": directory, "backup_compression_algorithm": "zlib",
+            # 64 MiB pieces: the driver holds one in memory
+            "backup_file_size": 64 * 1024 * 1024, "backup_enable_progress_timer": False}
+
+
 def write_cinder_conf(workdir: Path, sections: dict[str, dict[str, Any]],
-                      backend_defaults: dict[str, Any] | None = None) -> Path:
+                      backend_defaults: dict[str, Any] | None = None,
+                      defaults: dict[str, Any] | None = None) -> Path:
     """A cinder.conf for Cinder run from ``workdir``: SQLite, fake messaging, our backends."""
     lines = ["[DEFAULT]", f"enabled_backends = {','.join(sections)}",
              "transport_url = fake:/", f"state_path = {workdir / 'state'}",
              # a backend that fails setup is retried after 2**n s; not here
              "reinit_driver_count = 0",
+             *(f"{k} = {_ini_value(v)}" for k, v in (defaults or {}).items()),
              "[database]", f"connection = sqlite:///{workdir / 'cinder.sqlite'}",
              "[oslo_concurrency]", f"lock_path = {workdir / 'cinder-locks'}",
              "[coordination]", f"backend_url = file://{workdir / 'coordination'}"]
@@ -120,12 +130,13 @@ def cinder_section(backend: SimBackend, **extra: Any) -> dict[str, Any]:
     return options
 
 
-def run_cinder_side(command: str, workdir: Path, *,
-                    script: str = "cinder_side.py") -> dict[str, Any]:
+def run_cinder_side(command: str, workdir: Path, *, script: str = "cinder_side.py",
+                    args: tuple[str, ...] = (), env: dict[str, str] | None = None,
+                    timeout_s: float = 240) -> dict[str, Any]:
     """Run real Cinder (``script`` beside this file) on ``workdir``; return its answer."""
     argv = [sys.executable, str(HERE / script)] + ([command] if command else [])
-    proc = subprocess.run(argv + [str(workdir)], cwd=REPO, capture_output=True, text=True,
-                          timeout=240)
+    proc = subprocess.run([*argv, str(workdir), *args], cwd=REPO, capture_output=True,
+                          text=True, timeout=timeout_s, env=env)
     if proc.returncode != 0:
         pytest.fail(f"{script} {command} failed ({proc.returncode}):\n"
                     f"{proc.stderr[-6000:]}")

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import os
+import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -111,13 +112,22 @@ def _pools_as_scheduled(answer: dict[str, Any]) -> list[dict[str, Any]]:
 
 
 @requires_cinder
-def test_cinder_receives_the_kit_report_unchanged(cinder_scheduler: dict[str, Any]) -> None:
+def test_cinder_receives_the_kit_report_with_the_data_path_added(
+        cinder_scheduler: dict[str, Any]) -> None:
+    """The kit's figures arrive unchanged; the adapter adds what Cinder's LVM driver
+    says about its data path: multiattach, this host in location_info, the target's
+    protocol, no shared targets, sparse copies only when every pool is thin."""
     received = {caps["volume_backend_name"]: caps
                 for caps in cinder_scheduler["capabilities"].values()}
     for report in cinder_scheduler["kit_stats"]:
         got = received[report["volume_backend_name"]]
+        hostname = socket.gethostname()
+        expected = [dict(pool, multiattach=True, location_info=pool["location_info"].replace(
+            "ThinLVMDriver:", f"ThinLVMDriver:{hostname}:", 1)) for pool in report["pools"]]
         assert [{k: v for k, v in pool.items() if k not in MANAGER_KEYS}
-                for pool in got["pools"]] == report["pools"]
+                for pool in got["pools"]] == expected
+        assert (got["storage_protocol"], got["shared_targets"],
+                got["sparse_copy_volume"]) == ("iSCSI", False, False)  # thick pools too
         assert validate_stats(report) == []
 
 

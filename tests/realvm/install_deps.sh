@@ -19,7 +19,11 @@ python="${1:-$repo/.venv/bin/python}"
 # kmod                    : modprobe, inside the guest (the guest root is the host's /)
 # busybox-static          : virtme-ng refuses to start without a static busybox (initramfs)
 # procps, util-linux      : ps/losetup etc. (normally present already)
-apt_pkgs=(qemu-system-x86 linux-image-amd64 lvm2 thin-provisioning-tools kmod busybox-static procps util-linux)
+# targetcli-fb, python3-rtslib-fb : LIO's admin library, which Cinder's cinder-rtstool
+#                           imports (tests/ecosystem/test_cinder_realvm.py exports through it)
+# open-iscsi              : iscsid and iscsiadm, the initiator os-brick drives
+apt_pkgs=(qemu-system-x86 linux-image-amd64 lvm2 thin-provisioning-tools kmod busybox-static
+          procps util-linux targetcli-fb python3-rtslib-fb open-iscsi)
 
 die() { echo "install_deps.sh: ERROR: $*" >&2; exit 1; }
 

@@ -1,7 +1,11 @@
-"""A vendor author's minimal driver: in-memory, about 30 lines, nothing but hooks."""
+"""A vendor author's minimal driver: in-memory, nothing but hooks, plus the compliance
+hooks that let the harness certify it."""
+
+import time
 
 from driver_kit import (AlreadyExists, GiB, PoolFacts, VolumeDriver, VolumeInfo,
                         VolumeNotFound)
+from driver_kit.compliance import BackendTruth, ComplianceHooks, PoolTruth, VolumeTruth
 
 
 class MemoryDriver(VolumeDriver):
@@ -11,11 +15,16 @@ class MemoryDriver(VolumeDriver):
         super().__init__(configuration, **kwargs)
         self.total_bytes = total_gb * GiB
         self.volumes: dict[str, int] = {}
-        self.broken = False
+        self.broken = self.listing_broken = False
+        self.delay_s = 0.0
+        self.reads = 0
 
     def backend_read_pools(self):
-        if self.broken:
-            raise OSError("array unreachable")
+        self.reads += 1
+        time.sleep(self.delay_s)
+        if self.broken or self.listing_broken:
+            raise (ConnectionError("array unreachable") if self.broken
+                   else OSError("volume listing failed"))
         return [PoolFacts(pool_name="mem", total_bytes=self.total_bytes,
                           free_bytes=self.total_bytes,
                           provisioned_bytes=sum(self.volumes.values()) * GiB,
@@ -38,3 +47,29 @@ class MemoryDriver(VolumeDriver):
 
     def backend_extend_volume(self, name, new_size_gb):
         self.volumes[name] = new_size_gb
+
+
+def read_truth(driver):
+    """The array's own view: its capacity and every volume in its dict."""
+    return BackendTruth(
+        pools=(PoolTruth(pool_name="mem", capacity_bytes=driver.total_bytes, used_bytes=0),),
+        volumes=tuple(VolumeTruth(name=name, pool_name="mem", size_bytes=size * GiB, thin=True)
+                      for name, size in driver.volumes.items()))
+
+
+def _repair(driver):
+    driver.broken = driver.listing_broken = False
+    driver.delay_s = 0.0
+
+
+COMPLIANCE_HOOKS = ComplianceHooks(
+    read_truth=read_truth,
+    create_out_of_band=lambda driver, name, size_gb, pool_name:
+        driver.volumes.__setitem__(name, size_gb),
+    resize_out_of_band=lambda driver, name, size_gb: driver.volumes.__setitem__(name, size_gb),
+    delete_out_of_band=lambda driver, name: driver.volumes.pop(name),
+    break_backend=lambda driver: setattr(driver, "broken", True),
+    break_listing=lambda driver: setattr(driver, "listing_broken", True),
+    slow_backend=lambda driver, delay_s: setattr(driver, "delay_s", delay_s),
+    repair_backend=_repair,
+    backend_calls=lambda driver: driver.reads)

@@ -1,3 +1,4 @@
+import dataclasses
 import multiprocessing
 import os
 import threading
@@ -319,3 +320,56 @@ def test_provisioned_notification_uses_the_cinder_cap(tmp_path):
     pool(driver)
     assert sent[-1][0] == "capacity.provisioned_over_limit" and sent[-1][1]["limit_gb"] == 72
     assert sent[-1][1]["provisioned_capacity_gb"] == 73
+
+
+def test_a_backend_slower_than_stats_timeout_fails_closed(tmp_path):
+    driver = make(tmp_path, stats_timeout=0.05)
+    driver.delay_s = 5.0  # every read of the array takes 5 s
+    stats = driver.get_volume_stats(refresh=True)
+    assert validate_stats(stats) == []
+    [down] = stats["pools"]
+    assert (down["backend_state"], down["free_capacity_gb"]) == ("down", 0)
+    assert "did not answer within stats_timeout = 0.05 s" in down["down_reason"]
+    driver.delay_s = 0.0
+    assert pool(driver)["backend_state"] == "up"
+
+
+class UnitDriver(MemoryDriver):
+    """An array giving volumes whole units of 768 MiB (a 1 GiB volume takes 1.5 GiB),
+    its pools sharing one disk group."""
+
+    def allocation_unit_bytes(self, pool_name):
+        return 768 * 1024 ** 2
+
+    def capacity_group(self, pool_name):
+        return "dg"
+
+    def backend_read_pools(self):
+        unit = self.allocation_unit_bytes("mem")
+        return [dataclasses.replace(f, provisioned_bytes=sum(
+            -(-size * GiB // unit) * unit for size in self.volumes.values()))
+            for f in super().backend_read_pools()]
+
+
+def test_admission_counts_whole_allocation_units(tmp_path):
+    driver = UnitDriver(load_backend_config(overrides={
+        "lock_path": str(tmp_path), "max_over_subscription_ratio": "1.0"}), total_gb=10)
+    for name in "abcdef":
+        driver.create_volume(name, 1)  # 6 x 1.5 GiB = 9 GiB of the 10
+    with pytest.raises(CapacityExceeded, match="request of 1.5 GiB"):
+        driver.create_volume("g", 1)
+    driver.extend_volume("a", 2)  # 1.5 -> 2.25 GiB: 0.75 GiB more fits
+    with pytest.raises(CapacityExceeded):
+        driver.extend_volume("b", 2)  # another 0.75 GiB does not
+    assert pool(driver)["provisioned_capacity_gb"] == 9.75
+
+
+def test_claims_in_flight_count_for_the_whole_capacity_group(tmp_path):
+    from driver_kit.admission import AdmissionGate
+    driver = UnitDriver(load_backend_config(overrides={
+        "lock_path": str(tmp_path), "max_over_subscription_ratio": "1.0"}), total_gb=10)
+    gate = AdmissionGate(str(tmp_path))
+    with gate.hold("default", driver._read_pools_or_raise, owner=driver) as session:
+        session.record(driver.capacity_group("other-pool"), 9.0)
+        with pytest.raises(CapacityExceeded):
+            driver._admit(session, session.facts[0], 1.5, True)

@@ -8,7 +8,8 @@ import os
 import pytest
 
 from driver_kit import CapacityExceeded, GiB, SetupError, load_backend_config
-from driver_kit.config import DEFAULT_OPTS, KIT_OPTS
+from driver_kit.config import DEFAULT_OPTS, KIT_OPTS, make_conf
+from driver_kit.exceptions import CoordinationError
 from driver_kit.loading import load_driver
 from lvm_driver.driver import LVM_OPTS, ThinLVMDriver
 
@@ -156,7 +157,19 @@ def _vg_size(tmp_path):
     assert driver.vg.vg_info().vg_size_bytes == 3 * GiB
 
 
+def _coordination_url(tmp_path):
+    url = "etcd3+http://127.0.0.1:9/?timeout=2"  # nothing listens: fail closed
+    driver = _driver(tmp_path, coordination_backend_url=url)
+    with pytest.raises(CoordinationError, match="127.0.0.1:9"):
+        driver.create_volume("v", 1)
+    assert _pool(driver)["provisioned_capacity_gb"] == 0  # nothing made, stats fine
+    conf = tmp_path / "kit.conf"
+    conf.write_text(f"[coordination]\nbackend_url = {url}\n[b]\n")
+    assert load_backend_config(make_conf([str(conf)]), "b").coordination_backend_url == url
+
+
 PROOFS = {
+    "coordination_backend_url": _coordination_url,
     "enabled_backends": _enabled_backends, "volume_driver": _volume_driver,
     "volume_backend_name": _volume_backend_name, "max_over_subscription_ratio": _ratio,
     "reserved_percentage": _reserved, "over_provisioning_calculation": _calculation,

@@ -1,0 +1,292 @@
+"""Two pools over one disk group: a template for an array whose pools share capacity.
+
+The array (``DiskGroupArray``, a toy kept in a JSON file so that every process
+using the directory sees the same array) has one disk group of
+``shared_capacity_gb`` and gives volumes whole allocation units of
+``shared_allocation_unit_mb``. Cinder sees two pools over it: ``fast`` (thin and
+thick) and ``bulk`` (thick only). Its API lists volumes 50 to a page.
+
+Honest accounting, the Queens spec's "storage array's pool" being the disk group:
+
+* both pools report the disk group's capacity as total and its free space as free;
+* each pool's provisioned capacity is every volume of the disk group, on either
+  pool, made by the driver or not, at its allocated size (whole units), snapshots
+  apart; ``total_volumes`` counts the same volumes;
+* admission counts requests in whole units (``allocation_unit_bytes``) and claims
+  in flight on either pool against the one disk group (``capacity_group``), so the
+  two pools never over-subscribe the same capacity twice;
+* every page of the listing is read, and a listing that fails is an error (the
+  pools are reported down), never "no volumes".
+
+Configure ``volume_driver = contrib.shared_pool_driver:SharedPoolDriver`` and
+``shared_array_dir``; ``COMPLIANCE_HOOKS`` at the end certify it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import json
+import os
+import time
+from typing import Any, Iterator
+
+from oslo_config import cfg
+
+from driver_kit import (AlreadyExists, BackendError, BackendUnavailable, ConfigError, GiB, MiB,
+                        PoolFacts, SnapshotNotFound, VolumeDriver, VolumeInfo, VolumeNotFound)
+from driver_kit.compliance import BackendTruth, ComplianceHooks, PoolTruth, VolumeTruth
+
+__all__ = ["COMPLIANCE_HOOKS", "DiskGroupArray", "SharedPoolDriver"]
+
+#: pool name -> (thin, thick)
+POOLS = {"fast": (True, True), "bulk": (False, True)}
+DISK_GROUP = "dg1"
+PAGE_SIZE = 50
+
+
+class DiskGroupArray:
+    """A toy array with one disk group, its state in ``<directory>/array.json``.
+
+    Volumes are records ``{name, pool, size_bytes, thin, snapshot_of}``; a thick
+    volume takes its allocated size from the disk group at once, a thin one and a
+    snapshot (of either) nothing until written (this array never writes). Each call is one
+    request (``calls`` counts them); ``faults`` in the state make requests slow or
+    the listing fail, as an array in trouble would.
+    """
+
+    def __init__(self, directory: str, *, capacity_bytes: int, unit_bytes: int) -> None:
+        self.directory, self.capacity_bytes, self.unit_bytes = \
+            directory, capacity_bytes, unit_bytes
+        self.calls = 0
+
+    @property
+    def state_file(self) -> str:
+        return os.path.join(self.directory, "array.json")
+
+    def allocated(self, size_bytes: int) -> int:
+        return -(-size_bytes // self.unit_bytes) * self.unit_bytes
+
+    @contextlib.contextmanager
+    def _state(self, *, write: bool = False, request: bool = True) -> Iterator[dict[str, Any]]:
+        """The state under the array's lock; a ``request`` is counted and slowed by the
+        ``delay_s`` fault."""
+        try:
+            if request:
+                self.calls += 1
+                time.sleep(self.load()["faults"].get("delay_s", 0))
+            with open(os.path.join(self.directory, "array.lock"), "a") as lock:
+                fcntl.flock(lock, fcntl.LOCK_EX if write else fcntl.LOCK_SH)
+                state = self.load()
+                yield state
+                if write:
+                    with open(self.state_file + ".new", "w", encoding="utf-8") as out:
+                        json.dump(state, out)
+                    os.replace(self.state_file + ".new", self.state_file)
+        except OSError as exc:
+            raise BackendUnavailable(f"array at {self.directory} unreachable: {exc}") from exc
+
+    def load(self) -> dict[str, Any]:
+        """The whole state, straight from the file (no request counted)."""
+        try:
+            with open(self.state_file, encoding="utf-8") as state:
+                return json.load(state)
+        except FileNotFoundError:
+            if not os.path.isdir(self.directory):
+                raise
+            return {"volumes": {}, "faults": {}}
+
+    def used_bytes(self, state: dict[str, Any]) -> int:
+        return sum(self.allocated(v["size_bytes"]) for v in state["volumes"].values()
+                   if not v["thin"] and v["snapshot_of"] is None)
+
+    # ------------------------------------------------------------ the API
+    def capacity(self) -> tuple[int, int]:
+        """(capacity, used) of the disk group, bytes."""
+        with self._state() as state:
+            return self.capacity_bytes, self.used_bytes(state)
+
+    def list_volumes(self, page: int) -> list[dict[str, Any]]:
+        """Page ``page`` (from 0) of every volume and snapshot, ``PAGE_SIZE`` a page."""
+        with self._state() as state:
+            if state["faults"].get("listing"):
+                raise BackendError("volume listing failed: internal error")
+            records = sorted(state["volumes"].values(), key=lambda v: v["name"])
+            return records[page * PAGE_SIZE:(page + 1) * PAGE_SIZE]
+
+    def get(self, name: str) -> dict[str, Any] | None:
+        with self._state() as state:
+            return state["volumes"].get(name)
+
+    def create(self, name: str, *, pool: str, size_bytes: int, thin: bool,
+               snapshot_of: str | None = None) -> None:
+        with self._state(write=True) as state:
+            if name in state["volumes"]:
+                raise AlreadyExists(f"{name!r} already exists on the array")
+            if not thin and snapshot_of is None and self.allocated(size_bytes) > \
+                    self.capacity_bytes - self.used_bytes(state):
+                raise BackendError(f"disk group {DISK_GROUP} is full")
+            state["volumes"][name] = {"name": name, "pool": pool, "size_bytes": size_bytes,
+                                      "thin": thin, "snapshot_of": snapshot_of}
+
+    def resize(self, name: str, size_bytes: int) -> None:
+        with self._state(write=True) as state:
+            volume = state["volumes"].get(name)
+            if volume is None:
+                raise VolumeNotFound(f"no volume {name!r}")
+            grown = self.allocated(size_bytes) - self.allocated(volume["size_bytes"])
+            if not volume["thin"] and grown > self.capacity_bytes - self.used_bytes(state):
+                raise BackendError(f"disk group {DISK_GROUP} is full")
+            volume["size_bytes"] = size_bytes
+
+    def delete(self, name: str) -> None:
+        with self._state(write=True) as state:
+            if state["volumes"].pop(name, None) is None:
+                raise VolumeNotFound(f"no volume {name!r}")
+
+    def set_faults(self, **faults: Any) -> None:
+        """The array's own fault injection (service mode); no argument clears it."""
+        with self._state(write=True, request=False) as state:
+            state["faults"] = faults
+
+
+class SharedPoolDriver(VolumeDriver):
+    """Pools ``fast`` (thin and thick) and ``bulk`` (thick) over one disk group."""
+
+    VENDOR_NAME = "driver_kit contrib"
+    STORAGE_PROTOCOL = "iSCSI"
+    OPTIONS = (cfg.StrOpt("shared_array_dir", help="Directory holding the array's state."),
+               cfg.IntOpt("shared_capacity_gb", default=100, min=1,
+                          help="Size of the array's one disk group (GiB)."),
+               cfg.IntOpt("shared_allocation_unit_mb", default=768, min=1,
+                          help="The array gives volumes whole units of this size (MiB)."))
+
+    def __init__(self, configuration: Any = None, **kwargs: Any) -> None:
+        super().__init__(configuration, **kwargs)
+        conf = self.configuration
+        directory = conf.get("shared_array_dir")
+        if not directory:
+            raise ConfigError(f"[{conf.backend}] shared_array_dir is required")
+        self.array = DiskGroupArray(
+            directory, capacity_bytes=conf.get("shared_capacity_gb", 100) * GiB,
+            unit_bytes=conf.get("shared_allocation_unit_mb", 768) * MiB)
+
+    def do_setup(self) -> None:
+        os.makedirs(self.array.directory, exist_ok=True)
+
+    def allocation_unit_bytes(self, pool_name: str) -> int:
+        return self.array.unit_bytes
+
+    def capacity_group(self, pool_name: str) -> str:
+        return DISK_GROUP
+
+    # ------------------------------------------------------------------ facts
+    def list_all(self) -> list[dict[str, Any]]:
+        """Every volume and snapshot, page after page until a short page."""
+        records, page = [], 0
+        while True:
+            batch = self.array.list_volumes(page)
+            records += batch
+            if len(batch) < PAGE_SIZE:
+                return records
+            page += 1
+
+    def backend_read_pools(self) -> list[PoolFacts]:
+        capacity, used = self.array.capacity()
+        records = self.list_all()
+        volumes = [v for v in records if v["snapshot_of"] is None]
+        provisioned = sum(self.array.allocated(v["size_bytes"]) for v in volumes)
+        return [PoolFacts(
+            pool_name=name, total_bytes=capacity, free_bytes=capacity - used,
+            provisioned_bytes=provisioned, used_bytes=used, total_volumes=len(volumes),
+            snapshot_bytes=sum(v["size_bytes"] for v in records
+                               if v["snapshot_of"] is not None and v["pool"] == name),
+            thin_provisioning_support=thin, thick_provisioning_support=thick,
+            location_info=f"SharedPoolDriver:{DISK_GROUP}:{name}")
+            for name, (thin, thick) in POOLS.items()]
+
+    def _find(self, name: str, snapshot: bool) -> VolumeInfo | None:
+        record = self.array.get(name)
+        if record is None or (record["snapshot_of"] is not None) != snapshot:
+            return None
+        return VolumeInfo(name=name, size_gb=-(-record["size_bytes"] // GiB),
+                          pool_name=record["pool"], thin=record["thin"])
+
+    def backend_find_volume(self, name: str) -> VolumeInfo | None:
+        return self._find(name, snapshot=False)
+
+    # ------------------------------------------------------------ operations
+    def backend_create_volume(self, name: str, size_gb: int, *, pool_name: str,
+                              thin: bool) -> None:
+        self.array.create(name, pool=pool_name, size_bytes=size_gb * GiB, thin=thin)
+
+    def backend_delete_volume(self, name: str) -> None:
+        if self.backend_find_volume(name) is None:
+            raise VolumeNotFound(f"no volume {name!r}")
+        self.array.delete(name)
+
+    def backend_extend_volume(self, name: str, new_size_gb: int) -> None:
+        self.array.resize(name, new_size_gb * GiB)
+
+    def backend_create_snapshot(self, name: str, volume: VolumeInfo) -> None:
+        # a snapshot keeps its origin's type (a copy of it is thick like the origin)
+        # but takes no space until written
+        self.array.create(name, pool=volume.pool_name, size_bytes=volume.size_gb * GiB,
+                          thin=volume.thin, snapshot_of=volume.name)
+
+    def backend_find_snapshot(self, name: str) -> VolumeInfo | None:
+        return self._find(name, snapshot=True)
+
+    def backend_delete_snapshot(self, name: str) -> None:
+        if self.backend_find_snapshot(name) is None:
+            raise SnapshotNotFound(f"no snapshot {name!r}")
+        self.array.delete(name)
+
+    def backend_clone_volume(self, name: str, source: VolumeInfo, size_gb: int) -> None:
+        self.array.create(name, pool=source.pool_name, size_bytes=size_gb * GiB,
+                          thin=source.thin)
+
+    def backend_create_volume_from_snapshot(self, name: str, snapshot: VolumeInfo,
+                                            size_gb: int) -> None:
+        self.backend_clone_volume(name, snapshot, size_gb)
+
+
+# Hooks for driver_kit.compliance: the array's state read straight from its file, volumes
+# made, resized and removed by another client of the array, and the array's own faults.
+def _read_truth(driver: SharedPoolDriver) -> BackendTruth:
+    array = driver.array
+    state = array.load()
+    used = array.used_bytes(state)
+    return BackendTruth(
+        pools=tuple(PoolTruth(pool_name=name, capacity_bytes=array.capacity_bytes,
+                              used_bytes=used, capacity_group=DISK_GROUP,
+                              allocation_unit_bytes=array.unit_bytes) for name in POOLS),
+        volumes=tuple(VolumeTruth(name=v["name"], pool_name=v["pool"],
+                                  size_bytes=v["size_bytes"], thin=v["thin"],
+                                  snapshot_of=v["snapshot_of"])
+                      for v in state["volumes"].values()))
+
+
+def _out_of_band(driver: SharedPoolDriver, name: str, size_gb: int, pool_name: str) -> None:
+    driver.array.create(name, pool=pool_name, size_bytes=size_gb * GiB,
+                        thin=POOLS[pool_name][0])
+
+
+def _unplug(driver: SharedPoolDriver) -> None:
+    os.rename(driver.array.directory, driver.array.directory + ".unplugged")
+
+
+def _repair(driver: SharedPoolDriver) -> None:
+    if os.path.isdir(driver.array.directory + ".unplugged"):
+        os.rename(driver.array.directory + ".unplugged", driver.array.directory)
+    driver.array.set_faults()
+
+
+COMPLIANCE_HOOKS = ComplianceHooks(
+    read_truth=_read_truth, create_out_of_band=_out_of_band,
+    resize_out_of_band=lambda driver, name, size_gb: driver.array.resize(name, size_gb * GiB),
+    delete_out_of_band=lambda driver, name: driver.array.delete(name),
+    break_backend=_unplug,
+    break_listing=lambda driver: driver.array.set_faults(listing=True),
+    slow_backend=lambda driver, delay_s: driver.array.set_faults(delay_s=delay_s),
+    repair_backend=_repair, backend_calls=lambda driver: driver.array.calls)

@@ -1,0 +1,115 @@
+"""Fail-closed: when the backend cannot be read (unreachable, its volume listing failing,
+or slower than ``stats_timeout``) the report says so: every pool down with no free
+capacity and a reason, never stale figures, 'unknown' or 'infinite', never "no volumes";
+creates are refused; the pools come back once the backend does."""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from typing import Any, Callable
+
+from driver_kit import validate_stats
+from driver_kit.compliance.checks.base import (PLACEMENT, Check, CheckContext, CheckError,
+                                               CheckFailed, behaviour, first_target, number,
+                                               report_pools)
+
+__all__ = ["CHECKS"]
+
+#: the shortest stats_timeout (s) a driver runs with during the slow-backend check (it
+#: is 3 times a healthy read when that is longer)
+SHORT_STATS_TIMEOUT_S = 0.2
+
+
+def _closed(ctx: CheckContext, drv: Any, what: str, *, probe: bool = True) -> None:
+    """With the backend in trouble (``what``), a refresh must report every pool down."""
+    try:
+        report = drv.get_volume_stats(refresh=True)
+    except Exception as exc:
+        raise CheckFailed(f"get_volume_stats(refresh=True) raised {type(exc).__name__}: "
+                          f"{exc} {what}; it must return a report whose pools are down (a "
+                          f"raise leaves the scheduler with the last, stale report)") from None
+    pools = report.get("pools") if isinstance(report, dict) else None
+    problems = [str(v) for v in validate_stats(report)]
+    for pool in pools if isinstance(pools, list) else ():
+        if not isinstance(pool, dict):
+            continue
+        label = f"pool {pool.get('pool_name')!r}"
+        if pool.get("backend_state") != "down":
+            problems.append(f"{label} reports backend_state={pool.get('backend_state')!r} "
+                            f"(provisioned {pool.get('provisioned_capacity_gb')!r}, free "
+                            f"{pool.get('free_capacity_gb')!r})")
+        for key in ("free_capacity_gb", "max_volume_size_gb"):
+            if key in pool and pool[key] != 0:
+                problems.append(f"{label} still offers {key}={pool[key]}")
+    if probe:
+        name = ctx.name("closed")
+        ctx.track_volume(drv, name)
+        try:
+            drv.create_volume(name, 1)
+            problems.append("a 1 GiB create was admitted")
+        except Exception:
+            ctx.done(("volume", name))  # refused: there is nothing to delete
+    if problems:
+        raise CheckFailed(f"{what}: " + "; ".join(problems[:4]))
+
+
+def _break_then_repair(ctx: CheckContext, drv: Any, brk: Callable[[], Any], what: str, *,
+                       probe: bool = True) -> str:
+    first_target(drv)  # up before the trouble
+    ctx.defer(("backend", "broken"), "the broken backend", lambda: ctx.hooks.repair_backend(drv))
+    brk()
+    _closed(ctx, drv, what, probe=probe)
+    ctx.hooks.repair_backend(drv)
+    ctx.done(("backend", "broken"))
+    if not any(p.get("backend_state", "up") == "up" for p in report_pools(drv)):
+        raise CheckFailed("after repair_backend the pools stay down")
+    return f"{what}: every pool down, no free capacity; back up after repair"
+
+
+def _check_unreadable(ctx: CheckContext) -> str:
+    drv = ctx.driver()
+    return _break_then_repair(ctx, drv, lambda: ctx.hooks.break_backend(drv),
+                              "with the backend unreadable")
+
+
+def _check_failed_listing(ctx: CheckContext) -> str:
+    drv = ctx.driver()
+    ctx.create(drv, 1, first_target(drv))  # "no volumes" would then be a visible lie
+    return _break_then_repair(ctx, drv, lambda: ctx.hooks.break_listing(drv),
+                              "with the backend's volume listing failing")
+
+
+def _check_slow_backend(ctx: CheckContext) -> str:
+    drv = ctx.driver()
+    conf = getattr(drv, "configuration", None)
+    if not number(getattr(conf, "stats_timeout", None)):
+        raise CheckError(f"cannot tell the stats_timeout of {type(drv).__name__} (its "
+                         f"configuration.stats_timeout)")
+    start = time.monotonic()
+    first_target(drv)  # up, and how long a read takes when the backend is well
+    if dataclasses.is_dataclass(conf):  # a short timeout keeps the check short
+        drv.configuration = dataclasses.replace(conf, stats_timeout=max(
+            SHORT_STATS_TIMEOUT_S, round(3 * (time.monotonic() - start), 1)))
+    timeout = drv.configuration.stats_timeout
+    delay = 3 * timeout
+    return _break_then_repair(
+        ctx, drv, lambda: ctx.hooks.slow_backend(drv, delay),
+        f"with every backend read {delay:g} s slower than stats_timeout = {timeout:g} s",
+        probe=False)  # a slow backend still answers creates
+
+
+_CLAUSE = (f"{PLACEMENT}: count usage from the authoritative source and stay consistent "
+           f"while it is unavailable; the kit's stats contract (a pool that cannot be read "
+           f"is reported down)")
+
+CHECKS: tuple[Check, ...] = (
+    behaviour("failclosed.unreadable", "Stats fail closed when the backend cannot be read",
+              _CLAUSE, _check_unreadable, hooks=("break_backend", "repair_backend")),
+    behaviour("failclosed.failed-listing", "A failed volume listing is a down pool, never "
+              "'no volumes'", _CLAUSE, _check_failed_listing,
+              hooks=("break_listing", "repair_backend")),
+    behaviour("failclosed.slow-backend", "A backend slower than stats_timeout is a down "
+              "pool, never 'unknown'", f"{_CLAUSE}; the kit's stats_timeout option",
+              _check_slow_backend, hooks=("slow_backend", "repair_backend")),
+)

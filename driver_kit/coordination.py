@@ -1,0 +1,93 @@
+"""Admission locks across hosts through a coordination service (tooz), failing closed.
+
+When ``coordination_backend_url`` is set, the admission lock of a backend is a
+tooz lock (etcd3+http://, redis://, zookeeper://, file://), as Cinder's
+active-active clusters use. The coordinator starts on first use (no I/O in
+constructors) with heartbeats, so a killed holder's lock expires with its lease.
+Any failure to reach the service, to get the lock in time, or to keep it is a
+CoordinationError naming the URL: the request is refused, nothing is created.
+"""
+
+from __future__ import annotations
+
+import threading
+import uuid
+
+from driver_kit.exceptions import CoordinationError
+
+__all__ = ["CoordinatedLock", "coordinator_for"]
+
+#: seconds to wait for a cross-host admission lock before refusing the request
+ACQUIRE_TIMEOUT_S = 30.0
+
+_COORDINATORS: dict[str, object] = {}
+_COORDINATORS_LOCK = threading.Lock()
+
+
+def coordinator_for(url: str) -> object:
+    """The started tooz coordinator of ``url`` for this process (started once, lazily)."""
+    from tooz import coordination  # imported on use: only deployments with a URL need tooz
+
+    with _COORDINATORS_LOCK:
+        coordinator = _COORDINATORS.get(url)
+        if coordinator is None:
+            member = f"driver_kit-{uuid.uuid4()}".encode()
+            try:
+                coordinator = coordination.get_coordinator(url, member)
+                coordinator.start(start_heart=True)
+            except Exception as exc:
+                raise CoordinationError(
+                    f"coordination backend {url} unreachable: {exc}") from exc
+            _COORDINATORS[url] = coordinator
+        return coordinator
+
+
+def forget_coordinators() -> None:
+    """Drop this process's coordinators (a forked child must start its own)."""
+    with _COORDINATORS_LOCK:
+        _COORDINATORS.clear()
+
+
+class CoordinatedLock:
+    """One backend's admission lock on the coordination service; acquire/release like a file lock."""
+
+    def __init__(self, url: str, name: str, *, timeout_s: float = ACQUIRE_TIMEOUT_S) -> None:
+        self.url = url
+        self.name = name
+        self.timeout_s = timeout_s
+        self._lock = None
+
+    def acquire(self) -> None:
+        """Take the lock within the timeout, or raise CoordinationError naming the URL."""
+        try:
+            lock = coordinator_for(self.url).get_lock(self.name.encode())
+            got = lock.acquire(blocking=self.timeout_s)
+        except CoordinationError:
+            raise
+        except Exception as exc:
+            raise CoordinationError(
+                f"coordination backend {self.url}: cannot take lock {self.name}: {exc}"
+            ) from exc
+        if not got:
+            raise CoordinationError(f"coordination backend {self.url}: lock {self.name} "
+                                    f"not granted within {self.timeout_s:g} s")
+        self._lock = lock
+
+    def check(self) -> None:
+        """Raise CoordinationError unless the lock is still ours (its lease not lost)."""
+        lock = self._lock
+        try:
+            held = lock is not None and bool(lock.heartbeat() if hasattr(lock, "heartbeat")
+                                             else True)
+        except Exception as exc:
+            raise CoordinationError(
+                f"coordination backend {self.url}: lock {self.name} lost: {exc}") from exc
+        if not held:
+            raise CoordinationError(f"coordination backend {self.url}: lock {self.name} lost")
+
+    def release(self) -> None:
+        """Give the lock back; a lock already lost is only logged by the caller."""
+        lock, self._lock = self._lock, None
+        if lock is not None and not lock.release():
+            raise CoordinationError(
+                f"coordination backend {self.url}: lock {self.name} was lost before release")

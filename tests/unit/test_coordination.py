@@ -1,0 +1,135 @@
+"""Admission across hosts on a real etcd: separate processes, each with its own lock_path.
+
+Each "host" is a process with its OWN lock directory, so file locks cannot help;
+they create into one shared backend file near the cap. Without a coordination
+URL they over-commit; with etcd (tooz) they never do. A holder SIGKILLed keeps
+nobody out past its lease; etcd stopped refuses creates naming the URL.
+"""
+
+import multiprocessing
+import os
+import shutil
+import signal
+import time
+
+import pytest
+
+from driver_kit import CapacityExceeded, load_backend_config
+from driver_kit.exceptions import CoordinationError
+from tests.etcd_server import run_etcd
+from tests.unit.test_driver import FileDriver
+
+HOSTS = 3
+CTX = multiprocessing.get_context("fork")
+
+pytestmark = pytest.mark.skipif(
+    shutil.which("etcd") is None,
+    reason="NO REAL ETCD: the etcd binary is missing (apt-get install etcd-server, as "
+           "tools/run-tests.sh does as root); the cross-host admission proof did not run")
+
+
+@pytest.fixture
+def etcd(tmp_path):
+    """A real etcd on random loopback ports, data in a temp dir; yields (url, process)."""
+    with run_etcd(str(tmp_path / "etcd-data")) as (client, proc):
+        yield "etcd3+" + client + "/?timeout=3", proc
+
+
+class SlowFileDriver(FileDriver):
+    """A shared-file backend whose create takes a while, so a race window is real."""
+
+    delay_s = 0.5
+
+    def backend_create_volume(self, name, size_gb, *, pool_name, thin):
+        if os.environ.get("DK_HOLDING"):
+            open(os.environ["DK_HOLDING"], "w").close()  # tell the test we hold the lock
+        time.sleep(self.delay_s)
+        super().backend_create_volume(name, size_gb, pool_name=pool_name, thin=thin)
+
+
+def _driver(tmp_path, index, url, delay_s=0.5):
+    overrides = {"lock_path": str(tmp_path / f"locks-{index}"),  # each host its own
+                 "max_over_subscription_ratio": "2.0", "coordination_backend_url": url}
+    driver = SlowFileDriver(load_backend_config(overrides=overrides), str(tmp_path / "vols"))
+    driver.delay_s = delay_s
+    return driver
+
+
+def _host(tmp_path, index, url, barrier, queue):
+    driver = _driver(tmp_path, index, url)
+    barrier.wait()
+    try:
+        driver.create_volume(f"h{index}", 2)
+        queue.put("ok")
+    except CapacityExceeded:
+        queue.put("refused")
+    except Exception as exc:  # reported to the test, which fails on it
+        queue.put(repr(exc))
+
+
+def _race(tmp_path, url):
+    """HOSTS processes create 2 GiB each at once with 18 of a 20 GiB cap taken; GiB over."""
+    (tmp_path / "vols").write_text("base 18\n")
+    barrier, queue = CTX.Barrier(HOSTS), CTX.Queue()
+    procs = [CTX.Process(target=_host, args=(tmp_path, i, url, barrier, queue))
+             for i in range(HOSTS)]
+    for p in procs:
+        p.start()
+    for p in procs:
+        p.join(30)
+    outcomes = [queue.get(timeout=5) for _ in procs]
+    assert set(outcomes) <= {"ok", "refused"}, outcomes
+    total = sum(int(line.split()[1]) for line in (tmp_path / "vols").read_text().split("\n")
+                if line.strip())
+    return max(0, total - 20)
+
+
+def test_hosts_over_commit_with_local_locks_and_never_with_etcd(etcd, tmp_path):
+    url, _ = etcd
+    local = tmp_path / "local"
+    local.mkdir()
+    over_local = _race(local, None)
+    shared = tmp_path / "etcd"
+    shared.mkdir()
+    over_etcd = _race(shared, url)
+    print(f"over-commit GiB: local locks {over_local}, etcd {over_etcd}")
+    assert over_local > 0  # the race is real: each host's file lock is its own
+    assert over_etcd == 0
+
+
+def _holder(tmp_path, url, flag):
+    os.environ["DK_HOLDING"] = flag
+    _driver(tmp_path, 0, url, delay_s=60).create_volume("killed", 1)
+
+
+def test_a_killed_holder_frees_the_lock_within_its_lease(etcd, tmp_path):
+    url, _ = etcd
+    (tmp_path / "vols").write_text("base 18\n")
+    flag = str(tmp_path / "holding")
+    holder = CTX.Process(target=_holder, args=(tmp_path, url, flag))
+    holder.start()
+    while not os.path.exists(flag):
+        assert holder.is_alive()
+        time.sleep(0.05)
+    os.kill(holder.pid, signal.SIGKILL)
+    holder.join()
+    # the next host waits out the 3 s lease, reads afresh (nothing of the dead one
+    # was made) and gets the whole 2 GiB left
+    driver = _driver(tmp_path, 1, url, delay_s=0)
+    driver.create_volume("next", 2)
+    assert "killed" not in (tmp_path / "vols").read_text()
+    with pytest.raises(CapacityExceeded):
+        driver.create_volume("over", 1)
+
+
+def test_etcd_stopped_refuses_creates_naming_the_url_and_stats_work(etcd, tmp_path):
+    url, proc = etcd
+    (tmp_path / "vols").write_text("base 1\n")
+    driver = _driver(tmp_path, 0, url, delay_s=0)
+    driver.create_volume("before", 1)
+    proc.kill()
+    proc.wait()
+    with pytest.raises(CoordinationError, match=url.split("/?")[0].split("+", 1)[1]):
+        driver.create_volume("during", 1)
+    assert "during" not in (tmp_path / "vols").read_text()
+    assert driver.get_volume_stats(refresh=True)["pools"]
