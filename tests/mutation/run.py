@@ -49,7 +49,8 @@ _NOT_COPIED = (".git", ".venv", "test-results", "__pycache__", "*.egg-info", ".p
 #: least MIN_TIMEOUT_S) is killed: a hang, not a slow machine (the load of a shared
 #: 2-core machine made the unmutated run vary up to 3x)
 TIMEOUT_FACTOR, MIN_TIMEOUT_S = 8.0, 20.0
-BEGIN, END = "<!-- mutation-results:begin -->", "<!-- mutation-results:end -->"
+#: the block of docs/mutation.md a run rewrites: <!-- mutation-results:LABEL:begin --> ...
+MARKER = "<!-- mutation-results:{label}:{end} -->"
 
 
 @dataclass(frozen=True, slots=True)
@@ -88,7 +89,8 @@ class Rule:
 
     A survivor matches when, for each field given, it is of ``target``, its
     ``definition`` (function or method) is that name, its operator matches the
-    ``operator`` regex and its original line contains ``line``.
+    ``operator`` regex, its original line contains ``line`` and its mutated line
+    contains ``to``.
     """
 
     classification: Classification
@@ -96,13 +98,17 @@ class Rule:
     definition: str | None = None
     operator: str | None = None
     line: str | None = None
+    to: str | None = None
 
     def matches(self, mutant: Mutant) -> bool:
-        original = next((c[1:] for c in mutant.change.splitlines() if c.startswith("-")), "")
+        lines = mutant.change.splitlines()
+        original = next((c[1:] for c in lines if c.startswith("-")), "")
+        mutated = next((c[1:] for c in lines if c.startswith("+")), "")
         return (self.target in (None, mutant.target)
                 and self.definition in (None, mutant.definition)
                 and (self.operator is None or re.search(self.operator, mutant.operator))
-                and (self.line is None or self.line in original))
+                and (self.line is None or self.line in original)
+                and (self.to is None or self.to in mutated))
 
 
 def _cosmic_ray(*args: str, cwd: Path, check: bool = True) -> subprocess.CompletedProcess:
@@ -257,7 +263,7 @@ def load_classification(path: Path = CLASSIFICATION) -> list[Rule]:
     entries = tomllib.loads(path.read_text(encoding="utf-8")).get("survivor", [])
     return [Rule(target=e.get("target"), classification=Classification(e["verdict"], e["note"]),
                  definition=e.get("definition"), operator=e.get("operator"),
-                 line=e.get("line")) for e in entries]
+                 line=e.get("line"), to=e.get("to")) for e in entries]
 
 
 def classify(mutant: Mutant, rules: list[Rule]) -> Classification:
@@ -271,6 +277,23 @@ def score(mutants: list[Mutant]) -> dict[str, Any]:
               for k in ("killed", "survived", "incompetent", "invalid", "skipped")}
     ran = counts["killed"] + counts["survived"]
     return {**counts, "score_pct": round(100.0 * counts["killed"] / ran, 1) if ran else None}
+
+
+def _execute(target: Target, config: Path, session: Path, copy: Path, source: str,
+             log: Callable[[str], None], attempts: int = 3) -> None:
+    """``cosmic-ray exec`` until no mutant is pending. A signal from outside can stop
+    it half-way, leaving the mutant it was running in the copy: the file is put
+    back and the session resumed (the mutant it was running is run again)."""
+    for _ in range(attempts):
+        run = _cosmic_ray("exec", str(config), str(session), cwd=copy, check=False)
+        left = len(_pending(session))
+        if not left:
+            return
+        (copy / target.path).write_text(source, encoding="utf-8")
+        log(f"{target.name}: cosmic-ray exec stopped (exit {run.returncode}) with {left} "
+            f"mutants left: resuming")
+    raise RuntimeError(f"{target.name}: cosmic-ray exec stopped {attempts} times; the "
+                       f"session {session} holds the results so far")
 
 
 def run_target(target: Target, *, out: Path, timeout_s: float | None = None,
@@ -324,7 +347,7 @@ def run_target(target: Target, *, out: Path, timeout_s: float | None = None,
             f"{unmutated.harness_s} s; running {len(_pending(session))} mutants, "
             f"{timeout_s:.0f} s each at most")
         start = time.monotonic()
-        _cosmic_ray("exec", str(config), str(session), cwd=copy)
+        _execute(target, config, session, copy, source, log)
         exec_s = time.monotonic() - start
         mutants = read_session(target, session)
     if hashlib.sha256((ROOT / target.path).read_bytes()).hexdigest() != original:
@@ -402,14 +425,15 @@ def markdown(summaries: list[dict[str, Any]]) -> str:
     return "\n".join(lines)
 
 
-def write_doc(doc: Path, summaries: list[dict[str, Any]]) -> None:
-    """Replace the text between the result markers of ``doc`` with ``markdown()``."""
+def write_doc(doc: Path, summaries: list[dict[str, Any]], label: str) -> None:
+    """Replace the text between the ``label`` result markers of ``doc`` with ``markdown()``."""
+    begin, end = (MARKER.format(label=label, end=e) for e in ("begin", "end"))
     text = doc.read_text(encoding="utf-8")
-    head, sep, rest = text.partition(BEGIN)
-    _, sep2, tail = rest.partition(END)
+    head, sep, rest = text.partition(begin)
+    _, sep2, tail = rest.partition(end)
     if not (sep and sep2):
-        raise ValueError(f"{doc} has no {BEGIN} ... {END} block to fill")
-    doc.write_text(f"{head}{BEGIN}\n{markdown(summaries)}\n{END}{tail}", encoding="utf-8")
+        raise ValueError(f"{doc} has no {begin} ... {end} block to fill")
+    doc.write_text(f"{head}{begin}\n{markdown(summaries)}\n{end}{tail}", encoding="utf-8")
 
 
 def _terminate(signum: int, _frame: Any) -> None:
@@ -431,7 +455,9 @@ def main(argv: list[str] | None = None) -> int:
                         help="run N mutants drawn at random (seeded) per target")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--out", type=Path, default=ROOT / "test-results" / "mutation")
-    parser.add_argument("--doc", type=Path, help="rewrite the results block of this file")
+    parser.add_argument("--doc", type=Path, help="rewrite a results block of this file")
+    parser.add_argument("--label", default="latest",
+                        help="which results block of --doc (mutation-results:LABEL; latest)")
     parser.add_argument("--report-only", action="store_true",
                         help="run nothing: print (and --doc) the summaries in --out")
     args = parser.parse_args(argv)
@@ -448,7 +474,7 @@ def main(argv: list[str] | None = None) -> int:
     print(score_table(summaries))
     print(survivor_table(summaries))
     if args.doc:
-        write_doc(args.doc, summaries)
+        write_doc(args.doc, summaries, args.label)
     return 0
 
 
