@@ -453,7 +453,7 @@ class VolumeDriver(abc.ABC):
         self._guarded(volume.pool_name, spec, volume.size_gb * GiB,
                       lambda pool, thin: self.backend_create_snapshot(name, volume))
         return VolumeInfo(name=name, size_gb=volume.size_gb, pool_name=volume.pool_name,
-                          thin=volume.thin)
+                          thin=volume.thin, size_bytes=volume.size_bytes)
 
     def delete_snapshot(self, name: str) -> None:
         """Delete a snapshot. Idempotent: deleting a missing snapshot succeeds.

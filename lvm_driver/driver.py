@@ -1,23 +1,30 @@
 """``ThinLVMDriver``: the reference driver, one LVM volume group with a thin pool.
 
 Built only on driver_kit's public API. Every stats refresh costs exactly one
-``lvs`` process; every create one fresh ``lvs`` plus one ``lvcreate``; every
-delete one ``lvs`` plus one ``lvremove``.
+``lvs`` process (bounded by ``stats_timeout``: a slower one fails closed);
+every create one fresh ``lvs`` plus one ``lvcreate``; every delete one ``lvs``
+plus one ``lvremove`` (a name that is not there: one ``lvs`` of that name
+more, LVM's own word that it is gone).
 
 Pools: the thin pool is one pool (total = pool data size, free = data not
 yet written, also bounded by metadata use). When ``lvm_offer_thick`` is set,
 the VG's free extents form a second, thick-only pool named after the VG.
-Provisioned capacity counts every thin volume in the pool, including ones an
-operator made with plain ``lvcreate``; thin snapshots are reported apart.
+Provisioned capacity counts every thin volume in the pool in exact bytes,
+operators' too; thin snapshots are reported apart (the driver's keep
+``SNAPSHOT_TAG`` when LVM forgets their origin, so they stay snapshots).
 
 Data safety: the driver tags what it creates (``VOLUME_TAG``,
 ``SNAPSHOT_TAG``) and removes only an LV carrying its tag under the expected
-name, checked on a fresh report; an operator's LV is counted, never deleted.
-A volume with snapshots is not deleted. Each create also carries a marker tag
-unique to the request, so the clean-up after a failed create removes only
-what that very request made. A report that cannot be right (no thin pool,
-inconsistent with itself) is a backend fault: pools down, creates and deletes
-refused.
+name, checked on a fresh report just before the ``lvremove``; anything else
+(an operator's LV, the pool, another pool's LV) is refused with
+``NotManaged``, a volume some LV has as origin (a snapshot) with
+``VolumeBusy``. Each create, snapshot and copy also tags its LV with a marker
+unique to the request (``REQUEST_TAG_PREFIX`` + random hex); after a failed
+command a fresh report decides, and only an LV carrying that very marker is
+removed. The marker stays on the LV (removing it would cost an ``lvchange``
+per create). A report that cannot be right (no thin pool, inconsistent with
+itself) is a backend fault: pools down, creates and deletes refused, the
+reason logged. Copies are grown to exactly the size the API returns.
 """
 
 from __future__ import annotations
@@ -31,11 +38,12 @@ from typing import Any, Callable, Sequence
 
 from oslo_config import cfg
 
-from driver_kit import (AlreadyExists, BackendConfig, BackendUnavailable, ConfigError, GiB,
+from driver_kit import (BackendConfig, BackendUnavailable, ConfigError, GiB,
                         InvalidInput, NotFound, NotManaged, PoolFacts, SetupError,
                         SnapshotNotFound, VolumeBusy, VolumeDriver, VolumeInfo, VolumeNotFound)
 from driver_kit.compliance import BackendTruth, ComplianceHooks, PoolTruth, VolumeTruth
-from lvm_driver.executor import LVMError, LVMExecutor, LVMVolumeGroupNotFoundError
+from lvm_driver.executor import (LVMError, LVMExecutor, LVMOutputError,
+                                 LVMVolumeGroupNotFoundError)
 from lvm_driver.lvm import (LogicalVolume, VGReport, VolumeGroup, validate_lv_name,
                             validate_vg_name)
 
@@ -52,6 +60,9 @@ SNAPSHOT_TAG = "driver_kit_snapshot"
 #: prefix of the marker tag each create puts on its LV, unique to that request, so a
 #: clean-up after a failure removes only what that very request made
 REQUEST_TAG_PREFIX = "driver_kit_request_"
+
+#: how often the clean-up after a failed create is tried when it fails itself
+CLEANUP_ATTEMPTS = 4
 
 #: what ``ThinLVMDriver._kind`` calls the LVs the driver manages
 _VOLUME = "a volume"
@@ -185,15 +196,19 @@ class ThinLVMDriver(VolumeDriver):
         return validate_lv_name(name)
 
     # ------------------------------------------------------------------ facts
-    def _read(self) -> VGReport:
+    def _read(self, timeout_s: float | None = None) -> VGReport:
         """A fresh report that can be right, or ``BackendUnavailable`` saying why not.
 
         Every decision (stats, admission, what a name is, what to delete)
-        rests on a report that names the configured VG and thin pool and is
-        consistent with itself; ``stats_timeout`` bounds each LVM process.
+        rests on a report that parses, names the configured VG and thin pool
+        and is consistent with itself. ``timeout_s`` bounds the ``lvs``
+        (default: ``lvm_command_timeout``).
         """
-        report = self.vg.report(timeout_s=self.configuration.stats_timeout)
-        problem = self._implausible(report)
+        try:
+            report = self.vg.report(timeout_s=timeout_s)
+            problem = self._implausible(report)
+        except LVMOutputError as exc:  # exited 0, printed what cannot be parsed
+            problem = str(exc)
         if problem:
             LOG.error("refusing the LVM report of %s: %s", self.vg_name, problem)
             raise BackendUnavailable(f"the LVM report of volume group {self.vg_name!r} "
@@ -226,8 +241,9 @@ class ThinLVMDriver(VolumeDriver):
     def backend_read_pools(self) -> Sequence[PoolFacts]:
         """Every pool from ONE ``lvs`` of the volume group (each down, saying why, when
         the report cannot be right)."""
-        try:
-            report = self._read()
+        conf = self.configuration
+        try:  # a stats read past stats_timeout fails closed (never past the command's)
+            report = self._read(min(conf.stats_timeout, self.executor.timeout_s))
         except BackendUnavailable as exc:
             pools = [self._unavailable(self.pool_name, thin=True, reason=str(exc))]
             if self.offer_thick:
@@ -352,27 +368,34 @@ class ThinLVMDriver(VolumeDriver):
                         tag: str) -> None:
         """Run a create whose LV carries ``tag`` and a marker unique to this request.
 
-        If it fails (a timeout too: LVM may have made the LV before it was
-        stopped), a report read *after* the failure decides: an LV ``name``
-        carrying this request's marker is removed, anything else (an LV of
-        that name made before, or by another request) is left alone. The
-        marker stays on the LV; it costs no extra LVM process.
+        However it fails (a timeout: LVM may have made the LV before it was
+        stopped; "already exists" too, which a crashed command may print after
+        making it), a report read *after* the failure decides: an LV ``name``
+        carrying this request's marker and ``tag`` is removed, anything else
+        (made before, or by another request) is left alone.
         """
         marker = f"{REQUEST_TAG_PREFIX}{uuid.uuid4().hex}"
         try:
             create((tag, marker))
-        except AlreadyExists:  # LVM checks the name before it changes anything
-            raise
         except Exception:
-            try:
-                lv = self.vg.report().find_lv(name)
-                if lv is not None and marker in lv.tags and tag in lv.tags:
-                    LOG.warning("create of %s failed after LVM made it; removing it", name)
-                    self.vg.delete(name)
-            except Exception:  # report the original failure, not the clean-up's
-                LOG.exception("could not clean up %s after a failed create; an LV left "
-                              "behind carries tag %s", name, marker)
+            self._remove_marked(name, tag, marker)
             raise
+
+    def _remove_marked(self, name: str, tag: str, marker: str) -> None:
+        """Remove LV ``name`` if it carries ``marker``; a clean-up that itself fails
+        (a faulted ``lvs`` or ``lvremove``) is tried again, up to CLEANUP_ATTEMPTS
+        reads and removals."""
+        for attempt in range(1, CLEANUP_ATTEMPTS + 1):
+            try:  # done only when a read shows no LV with the marker
+                lv = self.vg.report().find_lv(name)
+                if lv is None or marker not in lv.tags or tag not in lv.tags:
+                    return
+                LOG.warning("create of %s failed after LVM made it; removing it", name)
+                self.vg.delete(name)
+            except Exception:  # report the original failure, not the clean-up's
+                LOG.exception("clean-up %d/%d of %s after a failed create failed; an LV "
+                              "left behind carries tag %s", attempt, CLEANUP_ATTEMPTS,
+                              name, marker)
 
     def backend_create_volume(self, name: str, size_gb: int, *, pool_name: str,
                               thin: bool) -> None:
@@ -387,13 +410,14 @@ class ThinLVMDriver(VolumeDriver):
     def _delete(self, name: str, kind: str, not_found: NotFound) -> None:
         """Remove ``name`` only if the driver made it as a ``kind``: one ``lvs``, one ``lvremove``.
 
-        ``lvremove`` removes whatever it is given (a thin pool with all its
-        volumes, an operator's LV, the origin of snapshots), so a fresh report
-        decides first; anything else is refused untouched.
+        ``lvremove --force`` removes whatever it is given (a thin pool with
+        all its volumes, an operator's LV, an origin with its COW snapshots),
+        so a fresh report decides first; anything else is refused untouched.
         """
         report = self._read()
         lv = report.find_lv(name)
         if lv is None:
+            self._confirm_absent(name)
             raise not_found
         what = self._kind(lv)
         where = f"logical volume {self.vg_name}/{name}"
@@ -406,8 +430,7 @@ class ThinLVMDriver(VolumeDriver):
             raise NotManaged(f"{where} is not managed by this driver (it lacks the tag "
                              f"{VOLUME_TAG if kind == _VOLUME else SNAPSHOT_TAG!r} the "
                              f"driver puts on what it creates): nothing was deleted")
-        snapshots = sorted(s.name for s in report.thin_volumes(self.pool_name)
-                           if s.origin == name and self._is_snapshot(s))
+        snapshots = self._snapshots_of(report, name)
         if snapshots:
             raise VolumeBusy(f"volume {name!r} has snapshots ({', '.join(snapshots)}): "
                              f"delete them first; nothing was deleted", snapshots)
@@ -415,6 +438,25 @@ class ThinLVMDriver(VolumeDriver):
             self.vg.delete(name)
         except NotFound as exc:  # gone since the lvs
             raise not_found from exc
+
+    def _snapshots_of(self, report: VGReport, name: str) -> list[str]:
+        """Every LV that depends on ``name`` as its origin: thin snapshots (the
+        driver's or an operator's), COW snapshots (``lvremove`` of their origin
+        removes them too) and thin LVs with ``name`` as external origin. A copy
+        the driver made (a thin LV with the volume tag) is independent of it."""
+        return sorted(lv.name for lv in report.lvs if lv.origin == name
+                      and (not lv.is_thin_volume or self._is_snapshot(lv)))
+
+    def _confirm_absent(self, name: str) -> None:
+        """Unless LVM itself says there is no LV ``name``, raise ``BackendUnavailable``:
+        a report that left out an existing LV must not make its delete a success."""
+        lv = self.vg.lv_report(name)
+        if lv is not None:
+            reason = (f"the LVM report of volume group {self.vg_name!r} did not list "
+                      f"{name!r}, which LVM lists on its own (a truncated report, or "
+                      f"it was created meanwhile): nothing was deleted")
+            LOG.error("%s", reason)
+            raise BackendUnavailable(reason)
 
     def backend_delete_volume(self, name: str) -> None:
         self._delete(name, _VOLUME, VolumeNotFound(f"no volume {name!r}"))

@@ -588,6 +588,27 @@ class VolumeGroup:
                 return _report_from_rows(rows, self._vg_name, None)
         return _report_from_rows(rows, self._vg_name, self.vg_info(timeout_s=timeout_s))
 
+    def lv_report(self, name: str, *, timeout_s: float | None = None) -> LogicalVolume | None:
+        """LV ``name`` alone, from ``lvs <vg>/<name>``; None when LVM says it does not exist.
+
+        LVM's own answer about one name, a second opinion on a report that
+        did not list it: an ``lvs`` exiting 0 without that one row raises
+        ``LVMOutputError``; a missing VG raises ``LVMVolumeGroupNotFoundError``.
+        """
+        argv = [*self.report_argv()[:-1], self._lv_path(name)]
+        try:
+            result = self._executor.run(argv, readonly=True, timeout_s=timeout_s)
+        except LVMVolumeGroupNotFoundError:
+            raise
+        except LVMNotFoundError:
+            return None
+        rows = _load_rows(result.stdout, "lv")
+        lvs = _lvs_from_rows(rows, self._vg_name)
+        if [lv.name for lv in lvs] != [name]:
+            raise LVMOutputError(f"lvs {self._vg_name}/{name} exited 0 listing "
+                                 f"{[lv.name for lv in lvs]!r}, not that one LV")
+        return lvs[0]
+
     def vg_info(self, *, timeout_s: float | None = None) -> VGInfo:
         """The VG's size, free space and extent size from ``vgs`` (setup checks)."""
         argv = ["vgs", "--reportformat", "json", "--units", "b", "--nosuffix",

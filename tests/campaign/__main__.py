@@ -25,7 +25,7 @@ def parse(argv: list[str]) -> Settings:
     parser.add_argument("--fault-rate", type=float, default=0.1,
                         help="injected faults per request (0.1)")
     parser.add_argument("--timeout", type=float, default=None,
-                        help="lvm_command_timeout in seconds (0.25; 1.5 on real LVM)")
+                        help="lvm_command_timeout and stats_timeout in seconds (0.25; 2 on real LVM)")
     parser.add_argument("--run-dir", default=None,
                         help="where the state, journals and logs go (a new temporary directory)")
     parser.add_argument("--real-lvm", action="store_true",

@@ -45,8 +45,8 @@ def _attempt(driver: Any, name: str, size_gb: int, pool: str, thin: bool) -> str
 def probe(run_dir: str) -> list[dict[str, Any]]:
     cfg = load_config(run_dir)
     journal = Journal(os.path.join(run_dir, "probe.jsonl"))
-    driver = build_driver(cfg, journal, "probe")
-    set_up(driver)
+    set_up(cfg, journal, "probe")
+    driver = build_driver(cfg, journal, "probe", under_test=False)
     results = []
     for pool in driver.get_volume_stats(refresh=True)["pools"]:
         largest = pool.get("max_volume_size_gb")

@@ -10,6 +10,8 @@ from __future__ import annotations
 import datetime
 import os
 
+import pytest
+
 from tests.campaign.checks import Checker, Limits
 from tests.campaign.plan import Op
 from tests.campaign.runner import Settings, replay_command, run_campaign
@@ -64,29 +66,23 @@ def test_a_driver_removing_the_operators_lv_is_a_violation():
     assert [v.rule for v in checker.violations] == ["foreign_removed"]
 
 
-def test_a_create_over_the_cap_is_a_violation_unless_the_operators_later_lvs_did_it():
-    create = Op(1, "create_thin", name="v1", size_gb=2)
-    checker = _checker(create)
+@pytest.mark.parametrize("pool_gib, read_t, rules", [
+    (9, 1.2, ["cap_thin"]),  # 12 GiB after, 11 without the operator's later LV: over 10
+    (8, 1.2, []),            # 11 after, 10 without the operator's LV made after the read
+    (8, 1.6, ["cap_thin"]),  # the read saw the operator's LV: the driver had to refuse
+])
+def test_a_create_over_the_cap_is_a_violation_unless_the_operators_later_lvs_did_it(
+        pool_gib, read_t, rules):
+    checker = _checker(Op(1, "create_thin", name="v1", size_gb=2))  # cap 10 GiB
     checker.feed([{"ev": "start", "op": 1, "t": 1.0},
-                  _mut(1.5, "operator", None, thin=(9 * GiB, 10 * GiB),
+                  _mut(1.5, "operator", None, thin=(pool_gib * GiB, (pool_gib + 1) * GiB),
                        created=[_lv("opr0", GiB, [], "u0")]),
-                  _mut(2.0, "driver", 1, thin=(10 * GiB, 12 * GiB),
+                  _mut(2.0, "driver", 1, thin=((pool_gib + 1) * GiB, (pool_gib + 3) * GiB),
                        created=[_lv("v1", 2 * GiB, ["driver_kit_volume"], "u1")]),
-                  {"ev": "end", "op": 1, "t": 2.1, "outcome": "ok", "read_t": 1.2,
+                  {"ev": "end", "op": 1, "t": 2.1, "outcome": "ok", "read_t": read_t,
                    "result": {"size_gb": 2}, "cmds": []}])
     checker.flush()
-    assert [v.rule for v in checker.violations] == ["cap_thin"]  # 12 - 1 GiB > 10
-
-    late = _checker(create)  # the operator's LV came after the admission read
-    late.feed([{"ev": "start", "op": 1, "t": 1.0},
-               _mut(1.5, "operator", None, thin=(8 * GiB, 9 * GiB),
-                    created=[_lv("opr0", GiB, [], "u0")]),
-               _mut(2.0, "driver", 1, thin=(9 * GiB, 11 * GiB),
-                    created=[_lv("v1", 2 * GiB, ["driver_kit_volume"], "u1")]),
-               {"ev": "end", "op": 1, "t": 2.1, "outcome": "ok", "read_t": 1.2,
-                "result": {"size_gb": 2}, "cmds": []}])
-    late.flush()
-    assert late.violations == []
+    assert [v.rule for v in checker.violations] == rules
 
 
 def test_a_failed_create_that_leaves_its_lv_is_a_violation():
@@ -112,3 +108,20 @@ def test_stats_up_after_a_faulted_read_is_a_violation():
                       ["lvs", 0, ["empty_report"]], ["vgs", 0, []]],
                    "result": {"pools": [{"pool": "vg", "state": "up"}]}}])
     assert [v.rule for v in checker.violations] == ["stats_up_after_fault"]
+
+
+def test_a_delete_that_reports_success_while_the_lv_stays_is_a_violation():
+    from tests.campaign.outcomes import check_outcomes
+    create, delete = Op(1, "create_thin", name="v1", size_gb=1), Op(2, "delete", name="v1")
+    checker = _checker(create, delete)
+    checker.feed([{"ev": "start", "op": 1, "t": 1.0},
+                  _mut(1.1, "driver", 1, created=[_lv("v1", GiB, ["driver_kit_volume"], "u1")],
+                       thin=(0, GiB)),
+                  {"ev": "end", "op": 1, "t": 1.2, "outcome": "ok", "result": {"size_gb": 1},
+                   "cmds": []},
+                  {"ev": "start", "op": 2, "t": 2.0},  # its lvs met an empty report
+                  {"ev": "end", "op": 2, "t": 2.1, "outcome": "ok", "result": None,
+                   "cmds": [["lvs", 0, ["empty_report"]]]}])
+    checker.flush()
+    check_outcomes(checker)
+    assert [v.rule for v in checker.violations] == ["delete_kept_lv"]

@@ -28,8 +28,8 @@ from tests.campaign import audit
 from tests.campaign.journal import Journal, read_all
 from tests.campaign.plan import DELETES, Op, make_plan
 
-#: how often a worker tries to set its driver up before giving up (faults may hit it)
-SETUP_ATTEMPTS = 200
+#: LVM's usual timeout, for what the campaign does not put under test
+QUIET_TIMEOUT_S = 120.0
 #: how often a client tries a delete the backend failed
 DELETE_ATTEMPTS = 3
 
@@ -39,12 +39,21 @@ def load_config(run_dir: str) -> dict[str, Any]:
         return json.load(handle)
 
 
-def build_driver(cfg: dict[str, Any], journal: Journal | None, role: str) -> ThinLVMDriver:
-    """The driver as a service would run it, its LVM commands recorded for the campaign."""
-    conf = load_backend_config(extra_opts=LVM_OPTS, overrides=cfg["overrides"])
+def build_driver(cfg: dict[str, Any], journal: Journal | None, role: str, *,
+                 under_test: bool = True) -> ThinLVMDriver:
+    """The driver as a service would run it, its LVM commands recorded for the campaign.
+
+    Not ``under_test`` (the set-up and the probe): LVM's usual timeout instead of
+    the campaign's tiny one, and no injected fault.
+    """
+    overrides = dict(cfg["overrides"])
+    if not under_test:
+        overrides.update(lvm_command_timeout=QUIET_TIMEOUT_S, stats_timeout=QUIET_TIMEOUT_S)
+    conf = load_backend_config(extra_opts=LVM_OPTS, overrides=overrides)
     if cfg["mode"] == "sim":
         runner: Any = audit.AuditSimulator(cfg["state_file"], role=role, journal=journal,
-                                           vg_name=cfg["vg"], pool_name=cfg["pool"])
+                                           vg_name=cfg["vg"], pool_name=cfg["pool"],
+                                           immune=not under_test)
     else:
         runner = ProcessRunner(root_helper=None if os.geteuid() == 0 else "sudo")
     executor = LVMExecutor(runner=audit.Recorder(runner),
@@ -81,17 +90,11 @@ def _time_admission_reads(driver: ThinLVMDriver) -> None:
     gate.hold = timed_hold
 
 
-def set_up(driver: ThinLVMDriver) -> None:
-    """do_setup and check_for_setup_error as Cinder runs them, retried past faults."""
-    for attempt in range(SETUP_ATTEMPTS):
-        try:
-            driver.do_setup()
-            driver.check_for_setup_error()
-            return
-        except DriverKitError:
-            if attempt == SETUP_ATTEMPTS - 1:
-                raise
-            time.sleep(0.01)
+def set_up(cfg: dict[str, Any], journal: Journal | None, role: str) -> None:
+    """do_setup and check_for_setup_error as Cinder runs them (not under test)."""
+    driver = build_driver(cfg, journal, role, under_test=False)
+    driver.do_setup()
+    driver.check_for_setup_error()
 
 
 def _info(info: Any) -> dict[str, Any]:
@@ -188,8 +191,8 @@ def main(argv: list[str]) -> int:
     skip = started_ops(run_dir, slot)
     audit.follow_into_threads()
     journal = Journal(os.path.join(run_dir, f"ops-p{slot}-{incarnation}.jsonl"))
+    set_up(cfg, journal, "driver")
     driver = build_driver(cfg, journal, "driver")
-    set_up(driver)
     failures: list[BaseException] = []
 
     def loop(queue: list[Op]) -> None:

@@ -168,3 +168,27 @@ def test_sparse_snapshot_copies_the_data_and_keeps_the_holes(tmp_path):
         assert image.read(7) == b"written"
     pool = driver.get_volume_stats(refresh=True)["pools"][0]
     assert pool["provisioned_capacity_gb"] == 1 and pool["snapshot_capacity_gb"] == 1
+
+
+
+class OpensOneFileOnce(SnapMemoryDriver):
+    """A correct driver in a busy process: another part of it opens a file (a log, a
+    socket) while the harness measures, twice in all, then no more."""
+
+    opened: list = []
+
+    def backend_create_volume(self, name, size_gb, **kwargs):
+        super().backend_create_volume(name, size_gb, **kwargs)
+        if len(OpensOneFileOnce.opened) < 2:
+            OpensOneFileOnce.opened.append(open(os.devnull, "rb"))
+
+
+def test_files_opened_a_few_times_by_another_part_of_the_process_are_no_leak(tmp_path):
+    try:
+        report = run_checks(memory_factory(tmp_path, OpensOneFileOnce),
+                            hooks=SNAP_MEMORY_HOOKS, only=["resources.*"], timeout_s=30)
+        status = {r.id: r.status for r in report.results}
+        assert status["resources.no-fd-leak"] == "passed"
+    finally:
+        for handle in OpensOneFileOnce.opened:
+            handle.close()

@@ -227,6 +227,11 @@ def test_a_volume_with_snapshots_is_refused_then_deleted_after_them(lab):
     assert not {"volume-a", "snap-a"} & lab.lv_names()
 
 
+def provisioned_bytes(driver):
+    return next(f for f in driver.backend_read_pools() if f.pool_name == "pool") \
+        .provisioned_bytes
+
+
 def test_unaligned_extend_admits_the_bytes_it_adds(lab):
     """Cap 4 GiB: 2 GiB + two operator LVs of 500 MiB; growing one to 2 GiB adds
     1.51 GiB (4.49 GiB), over the cap; to 1 GiB adds 0.51 GiB (3.49 GiB)."""
@@ -234,8 +239,54 @@ def test_unaligned_extend_admits_the_bytes_it_adds(lab):
     driver.create_volume("volume-a", 2)
     for name in ("operator-1", "operator-2"):
         lab.lvm("lvcreate", "-T", "-V", "500m", "-n", name, f"{lab.vg_name}/pool")
-    with pytest.raises(CapacityExceeded, match="provisioned_cap"):
+    with pytest.raises(CapacityExceeded, match="provisioned_cap") as refused:
         driver.extend_volume("operator-1", 2)
+    assert refused.value.decision.requested_gb == pytest.approx((2 * GiB - 500 * 2**20) / GiB)
     assert lab.vg.report().get_lv("operator-1").size_bytes == 500 * 2**20
+    before = provisioned_bytes(driver)
     driver.extend_volume("operator-1", 1)
     assert lab.vg.report().get_lv("operator-1").size_bytes == GiB
+    assert provisioned_bytes(driver) - before == GiB - 500 * 2**20  # what was admitted
+
+
+def test_a_copy_of_an_unaligned_volume_is_the_size_the_api_returns(lab):
+    driver = lab.driver()
+    lab.lvm("lvcreate", "-T", "-V", "500m", "-n", "operator-1", f"{lab.vg_name}/pool")
+    copy = driver.create_cloned_volume("copy-1", "operator-1")
+    assert copy.size_gb == 1
+    assert lab.vg.report().get_lv("copy-1").size_bytes == GiB
+    assert driver.backend_find_volume("copy-1") == copy
+
+
+def test_a_snapshot_outlives_its_origin_removed_by_the_operator(lab):
+    """LVM forgets a thin snapshot's origin once the operator removes it; the
+    driver's tag keeps it a snapshot (never provisioned), usable and deletable."""
+    driver = lab.driver()
+    driver.create_volume("volume-a", 1)
+    driver.create_snapshot("snap-a", "volume-a")
+    lab.lvm("lvremove", "-f", f"{lab.vg_name}/volume-a")
+    assert lab.vg.report().get_lv("snap-a").origin is None
+    assert pool_stats(driver)["provisioned_capacity_gb"] == 0
+    copy = driver.create_volume_from_snapshot("copy-a", "snap-a")
+    assert driver.backend_find_volume("copy-a") == copy  # a volume, not a snapshot
+    assert pool_stats(driver)["provisioned_capacity_gb"] == 1
+    driver.delete_snapshot("snap-a")
+    assert "snap-a" not in lab.lv_names()
+    driver.delete_volume("copy-a")
+    assert "copy-a" not in lab.lv_names()
+
+
+def test_a_volume_with_a_cow_snapshot_is_refused(lab):
+    """lvremove --force of an origin would remove the operator's COW snapshot too."""
+    if lab.simulator is not None:
+        pytest.skip("the simulator has no COW snapshots (tests/unit/test_data_safety.py "
+                    "covers this with a report as LVM prints it)")
+    driver = lab.driver(lvm_offer_thick=True)
+    driver.create_volume("thick-a", 1, extra_specs={"provisioning:type": "thick"})
+    lab.lvm("lvcreate", "-s", "-L", "100m", "-n", "operator-cow", f"{lab.vg_name}/thick-a")
+    with pytest.raises(VolumeBusy, match="operator-cow"):
+        driver.delete_volume("thick-a")
+    assert {"thick-a", "operator-cow"} <= lab.lv_names()
+    lab.lvm("lvremove", "-f", f"{lab.vg_name}/operator-cow")
+    driver.delete_volume("thick-a")
+    assert "thick-a" not in lab.lv_names()

@@ -2,40 +2,27 @@
 passes the cap through rounding or a stale read (simulator; the LVM-touching ones
 also run on real LVM in tests/functional)."""
 
+import json
 import os
+import re
 import threading
 import time
 
 import pytest
 
 from driver_kit import (AlreadyExists, BackendUnavailable, CapacityExceeded, GiB,
-                        InvalidInput, NotManaged, VolumeBusy, load_backend_config)
+                        InvalidInput, NotManaged, VolumeBusy)
 from driver_kit.admission import _STATES
 from driver_kit.exceptions import BackendError
-from lvm_driver.driver import LVM_OPTS, REQUEST_TAG_PREFIX, VOLUME_TAG, ThinLVMDriver
-from lvm_driver.simulator import LVMSimulator
-
-EMPTY_REPORT = '{"report": [{"lv": []}]}'
-
-
-@pytest.fixture
-def sim(tmp_path):
-    simulator = LVMSimulator(state_file=str(tmp_path / "state.json"))
-    simulator.create_vg("dkvg", 12 * GiB)
-    simulator.run(["lvcreate", "-T", "-L", "10g", "dkvg/pool"])
-    return simulator
-
+from lvm_driver.driver import REQUEST_TAG_PREFIX, VOLUME_TAG
+from tests.unit import test_lvm_driver
+from tests.unit.test_lvm_driver import sim  # noqa: F401 - the fixture: a 10 GiB pool
 
 def make(tmp_path, **extra):
-    overrides = {"lvm_backend": "simulator", "lvm_simulator_state_file":
-                 str(tmp_path / "state.json"), "volume_group": "dkvg",
-                 "lvm_thin_pool_name": "pool", "lock_path": str(tmp_path / "locks"),
-                 "max_over_subscription_ratio": "1.0", "lvm_command_timeout": 5.0,
-                 "over_provisioning_calculation": "standard", "lvm_offer_thick": True}
-    overrides.update(extra)
-    driver = ThinLVMDriver(load_backend_config(extra_opts=LVM_OPTS, overrides=overrides))
-    driver.do_setup()
-    return driver
+    """test_lvm_driver's driver at ratio 1.0 (cap = the pool's 10 GiB), thick offered."""
+    return test_lvm_driver.make(tmp_path, **{
+        "max_over_subscription_ratio": "1.0", "over_provisioning_calculation": "standard",
+        "lvm_offer_thick": True, **extra})
 
 
 def lvs(sim):
@@ -45,6 +32,18 @@ def lvs(sim):
 def sim_lv_bytes(sim, name):
     lv = lvs(sim)[name]
     return lv["extents"] * sim.state()["vgs"]["dkvg"]["extent_size"]
+
+
+def report_rows(sim, driver):
+    """The rows of the driver's own ``lvs`` as the simulator prints them now."""
+    return json.loads(sim.run(driver.vg.report_argv()).stdout)["report"][0]["lv"]
+
+
+def serve_report(sim, rows, **only):
+    """Every ``lvs`` from now on (``only``: of these) exits 0 printing ``rows``;
+    LVM itself is unchanged."""
+    sim.inject("lvs", exit_code=0, stderr="", times=None,
+               stdout=json.dumps({"report": [{"lv": rows}]}), **only)
 
 
 # ------------------------------------------------------------------ ownership
@@ -93,6 +92,46 @@ def test_a_snapshot_whose_origin_an_operator_removed_stays_a_snapshot(sim, tmp_p
     assert copy.size_gb == 2
     driver.delete_snapshot("snap-a")
     assert "snap-a" not in lvs(sim) and "copy-a" in lvs(sim)
+
+
+def test_a_volume_with_a_cow_snapshot_is_not_deleted(sim, tmp_path):
+    """lvremove --force of an origin removes its COW snapshots too: an operator's
+    COW snapshot of a thick volume makes the volume busy (the simulator has no COW
+    snapshots, so the report carries one as LVM prints it)."""
+    driver = make(tmp_path)
+    driver.create_volume("thick-a", 1, extra_specs={"provisioning:type": "thick"})
+    rows = report_rows(sim, driver)
+    origin = next(row for row in rows if row["lv_name"] == "thick-a")
+    origin["lv_attr"] = "owi-a-s---"
+    rows.append(dict(origin, lv_name="operator-cow", lv_size=str(256 * 2**20),
+                     lv_attr="swi-a-s---", origin="thick-a", data_percent="0.00",
+                     lv_tags=""))
+    serve_report(sim, rows)
+    with pytest.raises(VolumeBusy, match="operator-cow"):
+        driver.delete_volume("thick-a")
+    sim.clear_faults()
+    assert "thick-a" in lvs(sim)
+
+
+@pytest.mark.parametrize("only, why", [
+    ({"argv_contains": "dkvg"}, "did not list 'volume-a', which LVM lists on its own"),
+    ({}, "not that one LV"),  # the lvs of that one name is as wrong
+])
+def test_a_report_that_left_out_the_volume_does_not_make_its_delete_a_success(
+        sim, tmp_path, only, why):
+    """An lvs exiting 0 with the pool but not the volume (truncated): the delete asks
+    LVM about that name and is refused; the volume stays."""
+    driver = make(tmp_path)
+    driver.create_volume("volume-a", 1)
+    serve_report(sim, [row for row in report_rows(sim, driver)
+                       if row["lv_name"] != "volume-a"], **only)
+    with pytest.raises(BackendError, match=why):
+        driver.delete_volume("volume-a")
+    sim.clear_faults()
+    assert VOLUME_TAG in lvs(sim)["volume-a"]["tags"]
+    driver.delete_volume("volume-a")  # a missing name: LVM confirms it, still idempotent
+    driver.delete_volume("volume-a")
+    assert "volume-a" not in lvs(sim)
 
 
 # ------------------------------------------------------------------ clean-up
@@ -154,6 +193,53 @@ def test_clean_up_removes_only_the_lv_of_that_very_request(sim, tmp_path):
     assert lvs(sim)["volume-a"]["tags"] == sorted([VOLUME_TAG, *marker])
 
 
+ALREADY_EXISTS = '  Logical volume "volume-a" already exists in volume group "dkvg"\n'
+
+
+def test_a_crashed_create_saying_already_exists_is_cleaned_up(sim, tmp_path):
+    """An lvcreate that made the LV, then failed printing "already exists": the
+    marker on the LV proves this request made it, so it goes."""
+    driver = make(tmp_path)
+    sim.inject("lvcreate", fail_after_apply=True, exit_code=5, stderr=ALREADY_EXISTS)
+    with pytest.raises(AlreadyExists):
+        driver.create_volume("volume-a", 1)
+    assert "volume-a" not in lvs(sim)
+
+
+def test_after_a_failure_a_queued_create_reads_the_backend_anew(sim, tmp_path):
+    """Cap 10 GiB. Thread 1's 6 GiB lvcreate crashes after making the LV and its
+    clean-up fails, so 6 GiB stay; thread 2, queued meanwhile on the same driver,
+    must not be admitted on the read taken before (6 + 6 > 10)."""
+    driver = make(tmp_path)
+    sim.inject("lvcreate", fail_after_apply=True, exit_code=5, stderr=ALREADY_EXISTS)
+    sim.inject("lvremove", times=None)  # every clean-up round fails: the LV stays
+    outcome = []
+
+    def queued():
+        try:
+            driver.create_volume("volume-b", 6)
+            outcome.append("admitted")
+        except CapacityExceeded:
+            outcome.append("refused")
+
+    second = threading.Thread(target=queued)
+    create_thin_volume = driver.vg.create_thin_volume
+
+    def create_while_another_waits(*args, **kwargs):
+        second.start()
+        _wait_until_queued(driver, 1)
+        create_thin_volume(*args, **kwargs)
+
+    driver.vg.create_thin_volume = create_while_another_waits
+    with pytest.raises(AlreadyExists):
+        driver.create_volume("volume-a", 6)
+    driver.vg.create_thin_volume = create_thin_volume
+    second.join()
+    sim.clear_faults()
+    assert outcome == ["refused"]
+    assert "volume-a" in lvs(sim) and "volume-b" not in lvs(sim)
+
+
 # ------------------------------------------------------------------ exact bytes
 
 def test_unaligned_extend_admits_the_bytes_it_really_adds(sim, tmp_path):
@@ -181,6 +267,14 @@ def test_a_copy_is_the_size_the_api_returns(sim, tmp_path):
     assert copy.size_gb == 3 and sim_lv_bytes(sim, "copy-2") == 3 * GiB
 
 
+def test_a_snapshot_has_the_exact_size_of_its_volume(sim, tmp_path):
+    driver = make(tmp_path)
+    sim.run(["lvcreate", "-T", "-V", "500m", "-n", "operator-1", "dkvg/pool"])
+    snapshot = driver.create_snapshot("snap-1", "operator-1")
+    assert (snapshot.size_gb, snapshot.size_bytes) == (1, 500 * 2**20)
+    assert driver.backend_find_snapshot("snap-1") == snapshot
+
+
 def test_a_shrinking_or_equal_extend_is_refused_by_bytes(sim, tmp_path):
     driver = make(tmp_path)
     sim.run(["lvcreate", "-T", "-V", "1500m", "-n", "operator-1", "dkvg/pool"])
@@ -192,29 +286,41 @@ def test_a_shrinking_or_equal_extend_is_refused_by_bytes(sim, tmp_path):
 
 # ------------------------------------------------------------------ reports
 
-@pytest.mark.parametrize("stdout, why", [
-    (EMPTY_REPORT, "thin pool 'pool' not found"),
-    ('{"report": [{"lv": [{"vg_name": "dkvg", "vg_size": "12884901888", "vg_free": "0", '
-     '"vg_extent_size": "4194304", "lv_name": "pool", "lv_size": "10737418240", '
-     '"lv_attr": "twi-aotz--", "pool_lv": "", "origin": "", "data_percent": "0.00", '
-     '"metadata_percent": "1.00", "lv_tags": ""}, {"vg_name": "dkvg", '
-     '"vg_size": "12884901888", "vg_free": "0", "vg_extent_size": "4194304", '
-     '"lv_name": "v", "lv_size": "1073741824", "lv_attr": "Vwi-a-tz--", '
-     '"pool_lv": "pool", "origin": "gone", "data_percent": "0.00", '
-     '"metadata_percent": "", "lv_tags": ""}]}]}', "origin 'gone', which is not listed"),
+def _edit(name, **fields):
+    return lambda rows: [dict(row, **fields) if row["lv_name"] == name else row
+                         for row in rows]
+
+
+@pytest.mark.parametrize("broken, why", [
+    pytest.param(lambda rows: [], "thin pool 'pool' not found", id="empty"),
+    pytest.param(_edit("pool", lv_attr="-wi-a-----"), "'pool' is not a thin pool",
+                 id="pool-not-thin"),
+    pytest.param(_edit("volume-a", origin="gone"), "origin 'gone', which is not listed",
+                 id="origin-not-listed"),
+    pytest.param(_edit("volume-a", pool_lv="gone"), "thin pool 'gone', which is not listed",
+                 id="pool-not-listed"),
+    pytest.param(lambda rows: [dict(row, vg_free=str(13 * GiB)) for row in rows],
+                 f"VG free {13 * GiB} bytes, size {12 * GiB} bytes", id="free-over-size"),
+    pytest.param(_edit("thick-a", lv_size=str(12 * GiB)), "its LVs hold", id="over-allocated"),
+    pytest.param(_edit("thick-a", lv_size="-1073741824"), "should be a byte count",
+                 id="negative-size"),
+    pytest.param(lambda rows: [*rows, dict(rows[-1], vg_name="other", lv_name="x")],
+                 "belongs to volume group 'other'", id="other-vg"),
 ])
-def test_a_report_that_cannot_be_right_fails_closed(sim, tmp_path, stdout, why):
+def test_a_report_that_cannot_be_right_fails_closed(sim, tmp_path, broken, why):
+    """lvs exits 0 with a report that cannot be right: every pool down saying why,
+    creates and deletes refused, nothing changed."""
     driver = make(tmp_path)
     driver.create_volume("volume-a", 1)
     driver.create_volume("thick-a", 1, extra_specs={"provisioning:type": "thick"})
-    sim.inject("lvs", exit_code=0, stdout=stdout, stderr="", times=None)
+    serve_report(sim, broken(report_rows(sim, driver)))
     pools = driver.get_volume_stats(refresh=True)["pools"]
     assert [p["backend_state"] for p in pools] == ["down", "down"]
     assert all(why in p["down_reason"] for p in pools)
-    with pytest.raises(BackendUnavailable, match=why):
+    with pytest.raises(BackendUnavailable, match=re.escape(why)):
         driver.create_volume("volume-b", 1)
     for name in ("volume-a", "thick-a"):
-        with pytest.raises(BackendUnavailable, match=why):
+        with pytest.raises(BackendError, match=re.escape(why)):
             driver.delete_volume(name)
     sim.clear_faults()
     assert {"volume-a", "thick-a"} <= set(lvs(sim)) and "volume-b" not in lvs(sim)
@@ -227,3 +333,13 @@ def test_stats_slower_than_stats_timeout_fail_closed(sim, tmp_path):
     assert all(p["backend_state"] == "down" for p in pools)
     assert all("stats_timeout" in p["down_reason"] or "0.5 s" in p["down_reason"]
                for p in pools)
+
+
+def test_a_clean_up_that_fails_itself_is_tried_again(sim, tmp_path):
+    driver = make(tmp_path)
+    sim.inject("lvcreate", fail_after_apply=True, exit_code=139)
+    sim.inject("lvs", exit_code=5)          # the clean-up's first read fails
+    sim.inject("lvremove", exit_code=5)     # and its first removal
+    with pytest.raises(BackendError):
+        driver.create_volume("volume-a", 1)
+    assert "volume-a" not in lvs(sim)

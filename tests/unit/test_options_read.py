@@ -4,10 +4,13 @@ A new option without an entry here fails ``test_every_option_has_a_proof``.
 """
 
 import os
+import shlex
+import sys
 
 import pytest
 
-from driver_kit import CapacityExceeded, GiB, SetupError, load_backend_config
+from driver_kit import (BackendTimeout, CapacityExceeded, GiB, SetupError,
+                        load_backend_config)
 from driver_kit.config import DEFAULT_OPTS, KIT_OPTS, make_conf
 from driver_kit.exceptions import CoordinationError
 from driver_kit.loading import load_driver
@@ -97,9 +100,14 @@ def _provisioned_percent(tmp_path):
 
 def _stats_timeout(tmp_path):
     driver = _driver(tmp_path, stats_timeout=0.25)
+    driver.create_volume("volume-a", 1)
     driver.simulator.inject("lvs", delay_s=2.0)
     pool = _pool(driver)
     assert pool["backend_state"] == "down" and "0.25" in pool["down_reason"]
+    # it bounds the stats only: a delete's lvs has lvm_command_timeout
+    driver.simulator.inject("lvs", delay_s=0.5)
+    driver.delete_volume("volume-a")
+    assert driver.backend_find_volume("volume-a") is None
 
 
 def _volume_group(tmp_path):
@@ -128,18 +136,32 @@ def _offer_thick(tmp_path):
 
 
 def _conf_file(tmp_path):
-    driver = _driver(tmp_path, setup=False, lvm_conf_file=str(tmp_path / "etc" / "lvm.conf"))
-    assert driver.executor.environment()["LVM_SYSTEM_DIR"] == str(tmp_path / "etc")
+    driver = _driver(tmp_path, lvm_conf_file=str(tmp_path / "etc" / "lvm.conf"))
+    assert driver.simulator.last_env["LVM_SYSTEM_DIR"] == str(tmp_path / "etc")
 
 
 def _root_helper(tmp_path):
+    """Every LVM command runs through the helper (here one that logs its argv and
+    fails as LVM does on a missing VG)."""
+    log = tmp_path / "helper.log"
+    helper = tmp_path / "helper.py"
+    helper.write_text("import sys\n"
+                      f"open({str(log)!r}, 'a').write(' '.join(sys.argv[1:]) + '\\n')\n"
+                      "sys.stderr.write('  Volume group \"dkvg\" not found\\n')\n"
+                      "sys.exit(5)\n")
     driver = _driver(tmp_path, setup=False, lvm_backend="real",
-                     lvm_root_helper="sudo -n")
-    assert driver.executor._runner.root_helper == "sudo -n"  # noqa: the runner it built
+                     lvm_root_helper=shlex.join([sys.executable, str(helper)]))
+    assert _pool(driver)["backend_state"] == "down"
+    assert log.read_text().startswith("env LC_ALL=C")
+    assert " lvs --reportformat json " in log.read_text()
 
 
 def _command_timeout(tmp_path):
-    assert _driver(tmp_path, setup=False, lvm_command_timeout=7.5).executor.timeout_s == 7.5
+    driver = _driver(tmp_path, lvm_command_timeout=0.3)
+    driver.simulator.inject("lvcreate", delay_s=2.0)
+    with pytest.raises(BackendTimeout, match="0.3 s"):
+        driver.create_volume("volume-a", 1)
+    assert driver.backend_find_volume("volume-a") is None
 
 
 def _backend(tmp_path):
