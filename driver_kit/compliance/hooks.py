@@ -30,8 +30,10 @@ class PoolTruth:
 
     Pools naming the same ``capacity_group`` draw on one physical capacity (one
     disk group): each then reports that capacity, its free space and every
-    volume of the group. ``free_bytes`` is the backend's own free figure when it
-    is not ``capacity_bytes - used_bytes`` (a thin pool whose metadata bounds it).
+    volume of the group. ``used_bytes`` is what the pool physically holds (the
+    report's ``total_used_capacity_gb``); ``free_bytes`` is the backend's own free
+    figure when it is not ``capacity_bytes - used_bytes`` (a thin pool whose
+    metadata bounds it, a directory on a file system others use too).
     The backend gives each volume ``allocation_unit_bytes`` at a time.
     """
 
