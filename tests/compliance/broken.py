@@ -415,22 +415,23 @@ class LeaksChildProcesses(SnapMemoryDriver):
         drivers.LEAKED_CHILDREN.append(subprocess.Popen(["sleep", "30"]))
 
 
-class CountsStrays(SnapMemoryDriver):
-    """Counts every object of its pool as a volume, other applications' included."""
+def _facts_edited(name: str, doc: str, edit: Callable[[Any, Any], dict[str, Any]]) -> type:
+    """A SnapMemoryDriver whose pool facts get ``edit(driver, facts)``'s fields."""
+    def backend_read_pools(self: Any) -> list[Any]:
+        return [dataclasses.replace(f, **edit(self, f))
+                for f in SnapMemoryDriver.backend_read_pools(self)]
+    return type(name, (SnapMemoryDriver,), {"__doc__": doc,
+                                            "backend_read_pools": backend_read_pools})
 
-    def backend_read_pools(self) -> list[Any]:
-        return [dataclasses.replace(
-            f, provisioned_bytes=f.provisioned_bytes + sum(self.strays.values()) * GiB,
-            total_volumes=f.total_volumes + len(self.strays))
-            for f in super().backend_read_pools()]
 
-
-class UsedInWholeMiB(SnapMemoryDriver):
-    """Takes used capacity from an array API that gives it in whole MiB, rounded down."""
-
-    def backend_read_pools(self) -> list[Any]:
-        return [dataclasses.replace(f, used_bytes=f.used_bytes // MiB * MiB)
-                for f in super().backend_read_pools()]
+CountsStrays = _facts_edited(
+    "CountsStrays", "Counts every object of its pool as a volume, other applications' too.",
+    lambda driver, f: {"provisioned_bytes": f.provisioned_bytes
+                       + sum(driver.strays.values()) * GiB,
+                       "total_volumes": f.total_volumes + len(driver.strays)})
+UsedInWholeMiB = _facts_edited(
+    "UsedInWholeMiB", "Takes used capacity from an array API giving whole MiB, rounded down.",
+    lambda driver, f: {"used_bytes": f.used_bytes // MiB * MiB})
 
 
 class SnapshotSharesData(SnapMemoryDriver):

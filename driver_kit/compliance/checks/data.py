@@ -10,7 +10,7 @@ kept as holes.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Callable
 
 from driver_kit import GiB, InvalidInput, MiB, units
 from driver_kit.compliance.checks.base import (QUEENS, TRUTH, Check, CheckContext, CheckError,
@@ -52,14 +52,22 @@ def _used_problem(ctx: CheckContext, drv: Any, target: Target, label: str,
                              f"{pool.used_bytes} bytes ({want} rounded up)")
 
 
-def _check_used_capacity(ctx: CheckContext) -> str:
+def _on_each_target(ctx: CheckContext,
+                    one: Callable[[Any, Target, str], str | None]) -> str:
+    """``one(driver, target, volume)`` with a new 1 GiB ``volume`` on every target with room."""
     drv = ctx.driver()
-    write = ctx.hooks.write_data
 
-    def one(target: Target) -> str | None:
+    def with_volume(target: Target) -> str | None:
         if ctx.room_gb(drv, target) < 1:
             return None
-        volume = ctx.create(drv, 1, target)
+        return one(drv, target, ctx.create(drv, 1, target))
+    return each_target(ctx, drv, with_volume)
+
+
+def _check_used_capacity(ctx: CheckContext) -> str:
+    write = ctx.hooks.write_data
+
+    def one(drv: Any, target: Target, volume: str) -> str | None:
         used, problem = _used_problem(ctx, drv, target, "with an empty volume")
         problems = [problem] if problem else []
         hundredths = -(-(used + _LEAD_BYTES) * 100 // GiB)
@@ -86,7 +94,7 @@ def _check_used_capacity(ctx: CheckContext) -> str:
             raise CheckFailed(f"on {target}: " + "; ".join(problems[:2]))
         return (f"{target}: {states} states agree, around {hundredths / 100:.2f} GiB used "
                 f"({offset} bytes written)")
-    return each_target(ctx, drv, one)
+    return _on_each_target(ctx, one)
 
 
 def _read(ctx: CheckContext, drv: Any, name: str, offset: int, length: int) -> bytes:
@@ -99,13 +107,9 @@ def _read(ctx: CheckContext, drv: Any, name: str, offset: int, length: int) -> b
 
 
 def _check_snapshot_copy(ctx: CheckContext) -> str:
-    drv = ctx.driver()
     write = ctx.hooks.write_data
 
-    def one(target: Target) -> str | None:
-        if ctx.room_gb(drv, target) < 1:
-            return None
-        volume = ctx.create(drv, 1, target)
+    def one(drv: Any, target: Target, volume: str) -> str | None:
         for seed, (offset, length) in enumerate(_CHUNKS):
             write(drv, volume, offset, pattern(length, seed))
         before = ctx.truth(drv).pool(target.pool_name)
@@ -132,7 +136,7 @@ def _check_snapshot_copy(ctx: CheckContext) -> str:
             raise CheckFailed(f"a snapshot of a 1 GiB volume with {written} bytes written, "
                               f"on {target}: " + "; ".join(problems))
         return f"{target}: the data as taken, holes kept"
-    return each_target(ctx, drv, one)
+    return _on_each_target(ctx, one)
 
 
 CHECKS: tuple[Check, ...] = (
