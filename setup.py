@@ -29,6 +29,8 @@ setup(
             "prometheus-client>=0.17,<1",
             # the rootwrap filters are proven with oslo.rootwrap's own matcher
             "oslo.rootwrap>=7.0,<8",
+            # mutation testing of the compliance harness (tests/mutation)
+            "cosmic-ray>=8.7,<9",
         ],
         # pyparsing 3.3.3 breaks Cinder's filter and goodness functions (its
         # infix_notation regression, pyparsing#672); OpenStack pins 3.3.2

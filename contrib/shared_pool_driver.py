@@ -284,7 +284,8 @@ def _repair(driver: SharedPoolDriver) -> None:
 
 COMPLIANCE_HOOKS = ComplianceHooks(
     read_truth=_read_truth, create_out_of_band=_out_of_band,
-    resize_out_of_band=lambda driver, name, size_gb: driver.array.resize(name, size_gb * GiB),
+    resize_out_of_band=lambda driver, name, size_gb: driver.array.resize(
+        name, round(size_gb * GiB)),
     delete_out_of_band=lambda driver, name: driver.array.delete(name),
     break_backend=_unplug,
     break_listing=lambda driver: driver.array.set_faults(listing=True),

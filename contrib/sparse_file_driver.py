@@ -21,8 +21,10 @@ copies images to and from it.
 
 from __future__ import annotations
 
+import errno
 import os
 import time
+import types
 
 import psutil
 from oslo_config import cfg
@@ -163,33 +165,46 @@ def _sparse_copy(source: str, target: str) -> None:
         while True:
             try:
                 offset = os.lseek(src.fileno(), offset, os.SEEK_DATA)
-            except OSError:  # ENXIO: nothing but a hole up to the end
-                return
+            except OSError as exc:
+                if exc.errno == errno.ENXIO:  # nothing but a hole up to the end
+                    return
+                raise
             end = os.lseek(src.fileno(), offset, os.SEEK_HOLE)
             while offset < end:
-                offset += os.copy_file_range(src.fileno(), dst.fileno(), end - offset,
-                                             offset, offset) or end - offset
+                copied = os.copy_file_range(src.fileno(), dst.fileno(), end - offset,
+                                            offset, offset)
+                if not copied:
+                    raise OSError(errno.EIO, f"{source} shrank during the copy")
+                offset += copied
 
 
 # Hooks for driver_kit.compliance: the directory as the file system shows it, files put
-# there and grown by someone else, and a directory that goes away, turns into a file (its
-# listing fails while its file system still answers) or answers slowly.
+# there, grown and written by someone else, and a directory that goes away, turns into a
+# file (its listing fails while its file system still answers), answers slowly or fails
+# a write.
+_FILE_SYSTEM = os
+
+
 def _read_truth(driver: SparseFileDriver) -> BackendTruth:
     usage = psutil.disk_usage(driver.pool_dir)
+    images = _sizes(driver.pool_dir)
     volumes = [VolumeTruth(name=name, pool_name=POOL, size_bytes=size, thin=True)
-               for name, size in _sizes(driver.pool_dir)]
+               for name, size, _ in images]
     # the file system does not record a snapshot's origin
+    snapshots = _sizes(os.path.join(driver.pool_dir, ".snapshots"))
     volumes += [VolumeTruth(name=name, pool_name=POOL, size_bytes=size, thin=True,
-                            snapshot_of="")
-                for name, size in _sizes(os.path.join(driver.pool_dir, ".snapshots"))]
-    return BackendTruth(pools=(PoolTruth(pool_name=POOL, capacity_bytes=usage.total,
-                                         used_bytes=usage.total - usage.free,
-                                         free_bytes=usage.free),), volumes=tuple(volumes))
+                            snapshot_of="") for name, size, _ in snapshots]
+    # the pool uses the blocks its images hold; the file system's free space is its free
+    return BackendTruth(pools=(PoolTruth(
+        pool_name=POOL, capacity_bytes=usage.total, free_bytes=usage.free,
+        used_bytes=sum(blocks for _, _, blocks in images + snapshots)),),
+        volumes=tuple(volumes))
 
 
-def _sizes(directory: str) -> list[tuple[str, int]]:
+def _sizes(directory: str) -> list[tuple[str, int, int]]:
+    """(name, apparent size, bytes of its blocks) of each image in ``directory``."""
     with os.scandir(directory) as entries:
-        return [(e.name[:-4], e.stat().st_size) for e in entries
+        return [(e.name[:-4], e.stat().st_size, e.stat().st_blocks * 512) for e in entries
                 if e.is_file() and e.name.endswith(".img")]
 
 
@@ -212,7 +227,43 @@ def _slow(driver: SparseFileDriver, delay_s: float) -> None:
         lambda: time.sleep(delay_s) or read())
 
 
+def _fail_next_write(driver: SparseFileDriver) -> None:
+    """A full file system: the driver's next truncate, seek for data or copy (whichever
+    comes first, once it has begun its create, extend or snapshot) fails with ENOSPC."""
+    def failing(*args: object) -> None:
+        globals()["os"] = _FILE_SYSTEM
+        raise OSError(errno.ENOSPC, "No space left on device")
+    globals()["os"] = types.SimpleNamespace(**{
+        **{name: getattr(_FILE_SYSTEM, name) for name in dir(_FILE_SYSTEM)},
+        "truncate": failing, "lseek": failing, "copy_file_range": failing})
+
+
+def _write_data(driver: SparseFileDriver, name: str, offset_bytes: int, data: bytes) -> None:
+    with open(driver.path(name), "r+b") as image:
+        image.seek(offset_bytes)
+        image.write(data)
+
+
+def _read_data(driver: SparseFileDriver, name: str, offset_bytes: int, length: int) -> bytes:
+    path = driver.path(name)
+    with open(path if os.path.exists(path) else driver.path(name, snapshot=True),
+              "rb") as image:
+        image.seek(offset_bytes)
+        return image.read(length)
+
+
+def _stray(driver: SparseFileDriver, name: str) -> str:
+    """Another application's file in the pool directory: not an image."""
+    return os.path.join(driver.pool_dir, name + ".part")
+
+
+def _create_stray(driver: SparseFileDriver, name: str, pool_name: str) -> None:
+    with open(_stray(driver, name), "xb") as stray:
+        stray.truncate(GiB)
+
+
 def _replug(driver: SparseFileDriver) -> None:
+    globals()["os"] = _FILE_SYSTEM
     vars(driver).pop("backend_read_pools", None)
     if os.path.exists(driver.pool_dir + ".unplugged"):
         if os.path.isfile(driver.pool_dir):
@@ -223,7 +274,9 @@ def _replug(driver: SparseFileDriver) -> None:
 COMPLIANCE_HOOKS = ComplianceHooks(
     read_truth=_read_truth, create_out_of_band=_create_out_of_band,
     resize_out_of_band=lambda driver, name, size_gb: os.truncate(driver.path(name),
-                                                                 size_gb * GiB),
+                                                                 round(size_gb * GiB)),
     delete_out_of_band=lambda driver, name: os.remove(driver.path(name)),
     break_backend=_unplug, break_listing=lambda driver: _unplug(driver, "file"),
-    slow_backend=_slow, repair_backend=_replug)
+    slow_backend=_slow, repair_backend=_replug, fail_next_write=_fail_next_write,
+    write_data=_write_data, read_data=_read_data, create_stray=_create_stray,
+    delete_stray=lambda driver, name: os.remove(_stray(driver, name)))

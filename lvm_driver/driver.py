@@ -496,7 +496,8 @@ def _repair(driver: ThinLVMDriver) -> None:
 #: what ``driver-kit check`` uses to certify the driver against LVM itself
 COMPLIANCE_HOOKS = ComplianceHooks(
     read_truth=_read_truth, create_out_of_band=_out_of_band,
-    resize_out_of_band=lambda driver, name, size_gb: _vg(driver).extend(name, size_gb * GiB),
+    resize_out_of_band=lambda driver, name, size_gb: _vg(driver).extend(
+        name, round(size_gb * GiB)),
     delete_out_of_band=lambda driver, name: _vg(driver).delete(name),
     # a VG that does not exist
     break_backend=lambda driver: _trouble(driver, VolumeGroup(

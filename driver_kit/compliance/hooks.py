@@ -30,8 +30,10 @@ class PoolTruth:
 
     Pools naming the same ``capacity_group`` draw on one physical capacity (one
     disk group): each then reports that capacity, its free space and every
-    volume of the group. ``free_bytes`` is the backend's own free figure when it
-    is not ``capacity_bytes - used_bytes`` (a thin pool whose metadata bounds it).
+    volume of the group. ``used_bytes`` is what the pool physically holds (the
+    report's ``total_used_capacity_gb``); ``free_bytes`` is the backend's own free
+    figure when it is not ``capacity_bytes - used_bytes`` (a thin pool whose
+    metadata bounds it, a directory on a file system others use too).
     The backend gives each volume ``allocation_unit_bytes`` at a time.
     """
 
@@ -115,8 +117,9 @@ class ComplianceHooks:
     read_truth: Callable[[Any], BackendTruth] | None = None
     #: create a ``size_gb`` GiB volume ``name`` in pool ``pool_name`` without the driver
     create_out_of_band: Callable[[Any, str, int, str], None] | None = None
-    #: grow volume ``name`` to ``new_size_gb`` GiB without the driver
-    resize_out_of_band: Callable[[Any, str, int], None] | None = None
+    #: grow volume ``name`` to ``new_size_gb`` GiB without the driver (may be fractional,
+    #: such as 2.5: the backend rounds it up to its allocation unit)
+    resize_out_of_band: Callable[[Any, str, float], None] | None = None
     #: delete what ``create_out_of_band`` made (default: ``driver.delete_volume(name)``)
     delete_out_of_band: Callable[[Any, str], None] | None = None
     #: make the backend unreadable for this driver (array unplugged, directory gone)
@@ -129,6 +132,20 @@ class ComplianceHooks:
     repair_backend: Callable[[Any], None] | None = None
     #: how many requests this driver has sent to its backend so far (proves a cache)
     backend_calls: Callable[[Any], int] | None = None
+    #: write ``data`` at ``offset_bytes`` into volume ``name`` through the backend's data
+    #: path, as a user of the volume would (not through the driver)
+    write_data: Callable[[Any, str, int, bytes], None] | None = None
+    #: read ``length`` bytes at ``offset_bytes`` of volume or snapshot ``name`` from the
+    #: backend (holes read as zeros)
+    read_data: Callable[[Any, str, int, int], bytes] | None = None
+    #: make the backend's next write for this driver (a create, extend or snapshot)
+    #: fail once it has begun; ``repair_backend`` disarms it when nothing wrote
+    fail_next_write: Callable[[Any], None] | None = None
+    #: put ``name`` on pool ``pool_name``: something that takes space there but is not a
+    #: volume (a file of another application, a half-made upload)
+    create_stray: Callable[[Any, str, str], None] | None = None
+    #: remove what ``create_stray`` made
+    delete_stray: Callable[[Any, str], None] | None = None
 
     def available(self) -> dict[str, bool]:
         """Which hooks are set."""

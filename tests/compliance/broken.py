@@ -20,8 +20,8 @@ from typing import Any, Callable
 
 from contrib.shared_pool_driver import POOLS, SharedPoolDriver
 from contrib.sparse_file_driver import SparseFileDriver
-from driver_kit import (BackendError, CapacityExceeded, GiB, InvalidSize, VolumeInfo,
-                        VolumeNotFound, admit, load_backend_config)
+from driver_kit import (AlreadyExists, BackendError, CapacityExceeded, GiB, InvalidSize, MiB,
+                        VolumeInfo, VolumeNotFound, admit, load_backend_config)
 from driver_kit.compliance import ComplianceHooks, DriverSpec
 from tests.compliance import drivers
 from tests.compliance.drivers import (HAND_WRITTEN_HOOKS, HAND_WRITTEN_OPERATIONS_HOOKS,
@@ -351,6 +351,7 @@ class ExtendsBy(SnapMemoryDriver):
     """Passes the new size to an array call that grows a volume *by* a size."""
 
     def backend_extend_volume(self, name: str, new_size_gb: int) -> None:
+        self.command()
         self.volumes[name] += new_size_gb
 
 
@@ -412,6 +413,91 @@ class LeaksChildProcesses(SnapMemoryDriver):
     def backend_create_volume(self, name: str, size_gb: int, **kwargs: Any) -> None:
         super().backend_create_volume(name, size_gb, **kwargs)
         drivers.LEAKED_CHILDREN.append(subprocess.Popen(["sleep", "30"]))
+
+
+def _facts_edited(name: str, doc: str, edit: Callable[[Any, Any], dict[str, Any]]) -> type:
+    """A SnapMemoryDriver whose pool facts get ``edit(driver, facts)``'s fields."""
+    def backend_read_pools(self: Any) -> list[Any]:
+        return [dataclasses.replace(f, **edit(self, f))
+                for f in SnapMemoryDriver.backend_read_pools(self)]
+    return type(name, (SnapMemoryDriver,), {"__doc__": doc,
+                                            "backend_read_pools": backend_read_pools})
+
+
+CountsStrays = _facts_edited(
+    "CountsStrays", "Counts every object of its pool as a volume, other applications' too.",
+    lambda driver, f: {"provisioned_bytes": f.provisioned_bytes
+                       + sum(driver.strays.values()) * GiB,
+                       "total_volumes": f.total_volumes + len(driver.strays)})
+UsedInWholeMiB = _facts_edited(
+    "UsedInWholeMiB", "Takes used capacity from an array API giving whole MiB, rounded down.",
+    lambda driver, f: {"used_bytes": f.used_bytes // MiB * MiB})
+
+
+class SnapshotSharesData(SnapMemoryDriver):
+    """A snapshot points at its origin's blocks, with no copy on a later write."""
+
+    def backend_create_snapshot(self, name: str, volume: VolumeInfo) -> None:
+        super().backend_create_snapshot(name, volume)
+        self.data[name] = self.data.setdefault(volume.name, {})
+
+
+class LeavesFailedCreate(SnapMemoryDriver):
+    """A create the array fails half-way leaves its half-made volume behind."""
+
+    def backend_create_volume(self, name: str, size_gb: int, **kwargs: Any) -> None:
+        if name in self.volumes:
+            raise AlreadyExists(name)
+        self.volumes[name] = size_gb
+        self.command()
+
+
+class FindRaisesKeyError(SnapMemoryDriver):
+    """Looks a volume up by indexing the array's table: a missing one raises KeyError."""
+
+    def backend_find_volume(self, name: str) -> VolumeInfo | None:
+        return VolumeInfo(name=name, size_gb=self.volumes[name], pool_name="mem", thin=True)
+
+
+class SnapshotNameReplaced(SnapMemoryDriver):
+    """A snapshot under a taken name replaces the old snapshot."""
+
+    def backend_create_snapshot(self, name: str, volume: VolumeInfo) -> None:
+        self.snapshots.pop(name, None)
+        super().backend_create_snapshot(name, volume)
+
+
+class DeleteMissingSnapshotRaises(SnapMemoryDriver):
+    """Lets SnapshotNotFound escape from delete_snapshot."""
+
+    def delete_snapshot(self, name: str) -> None:
+        self.backend_delete_snapshot(self.validate_name(name))
+
+
+class DeletesAnyName(SnapMemoryDriver):
+    """delete_snapshot removes whatever has the name: a volume too (one namespace)."""
+
+    def backend_delete_snapshot(self, name: str) -> None:
+        if self.volumes.pop(name, None) is None:
+            super().backend_delete_snapshot(name)
+
+
+class SizeInFractionalGiB(SparseFileDriver):
+    """Gives a volume's size as bytes / GiB, a fraction for an unaligned volume."""
+
+    def _find(self, name: str, snapshot: bool) -> VolumeInfo | None:
+        found = super()._find(name, snapshot)
+        if found is None:
+            return None
+        size = os.stat(self.path(name, snapshot=snapshot)).st_size
+        return dataclasses.replace(found, size_gb=size / GiB, size_bytes=size)
+
+
+class PathOfMissingVolume(SparseFileDriver):
+    """Gives a volume's device path without asking whether the volume exists."""
+
+    def backend_device_path(self, name: str) -> str:
+        return self.path(name)
 
 
 def _memory(cls: type, hooks: ComplianceHooks | None = None,
@@ -541,6 +627,11 @@ _OVER_ADMITS = frozenset({"admission.create-over-cap", "admission.extend-over-ca
                           "admission.fill-to-cap", "admission.parallel-threads"})
 
 
+def _sparse(driver: str) -> Callable[[Path], dict[str, Any]]:
+    return lambda tmp_path: {"spec": DriverSpec(config_files=(sparse_config(
+        tmp_path, f"tests.compliance.broken:{driver}"),))}
+
+
 def _f(*ids: str) -> frozenset[str]:
     return frozenset(ids)
 
@@ -553,6 +644,9 @@ BROKEN: tuple[Broken, ...] = (
     Broken("an out-of-band hook that creates through the driver", _f("hooks.independent"),
            _memory(SnapMemoryDriver, dataclasses.replace(
                SNAP_MEMORY_HOOKS, create_out_of_band=_through_the_driver))),
+    Broken("a backend_calls hook reading a counter nothing moves", _f("hooks.calls-counted"),
+           _memory(SnapMemoryDriver, dataclasses.replace(
+               SNAP_MEMORY_HOOKS, backend_calls=lambda driver: 0))),
     # --- report rules (report written by hand)
     Broken("forgets location_info", _f("stats.required-fields"),
            _report_only(lambda p: p.pop("location_info"))),
@@ -609,7 +703,7 @@ BROKEN: tuple[Broken, ...] = (
     Broken("two pools over one disk group, each over-subscribing it",
            _f("truth.provisioned", "truth.total-volumes", "provisioned.create-delete",
               "provisioned.counts-out-of-band", "ops.extend-readback", "ops.copy-readback",
-              "admission.fill-to-cap"),
+              "ops.unaligned-size", "admission.fill-to-cap"),
            _shared(EachPoolItsOwn)),
     # once the report's pool names are not the backend's, nothing can be read back
     Broken("pool names shifting between refreshes", _f("truth.pools"), _shared(NamesByRank),
@@ -619,6 +713,7 @@ BROKEN: tuple[Broken, ...] = (
                      "admission.snapshot-over-cap", "admission.copy-over-cap",
                      "admission.parallel-threads", "ops.create-readback",
                      "ops.extend-readback", "ops.copy-readback", "ops.extend-smaller",
+                     "ops.delete-snapshot", "ops.snapshot-existing", "ops.unaligned-size",
                      "resources.no-fd-leak", "resources.no-child-leak")),
     # --- provisioned accounting
     Broken("keeps deleted volumes counted", _f("provisioned.create-delete", "truth.provisioned"),
@@ -626,11 +721,14 @@ BROKEN: tuple[Broken, ...] = (
     Broken("counts snapshots in provisioned",
            _f("provisioned.excludes-snapshots", "truth.provisioned"), _memory(CountsSnapshots)),
     Broken("ignores out-of-band volumes",
-           _f("provisioned.counts-out-of-band", "truth.provisioned", "admission.fill-to-cap"),
+           _f("provisioned.counts-out-of-band", "truth.provisioned", "ops.unaligned-size",
+              "admission.fill-to-cap"),
            _memory(CountsOnlyItsOwn)),
     Broken("misses a volume resized out of band",
            _f("provisioned.counts-out-of-band", "truth.provisioned", "admission.fill-to-cap"),
            _memory(SizesFromItsLedger)),
+    Broken("counts other applications' objects as volumes", _f("provisioned.ignores-strays"),
+           _memory(CountsStrays)),
     # --- admission
     Broken("refuses with BackendError", _f("admission.create-over-cap"),
            _memory(RefusesWithWrongError)),
@@ -638,7 +736,9 @@ BROKEN: tuple[Broken, ...] = (
            _memory(ExtendSkipsAdmission)),
     Broken("snapshots without admission", _f("admission.snapshot-over-cap"),
            _memory(SnapshotSkipsAdmission)),
-    Broken("clones and volumes from snapshots without admission", _f("admission.copy-over-cap"),
+    # ... and of a missing source
+    Broken("clones and volumes from snapshots without admission",
+           _f("admission.copy-over-cap", "ops.missing-volume"),
            _memory(CopySkipsAdmission)),
     # ... also while the backend cannot be read
     Broken("small creates bypassing admission",
@@ -661,7 +761,8 @@ BROKEN: tuple[Broken, ...] = (
               "admission.extend-over-cap", "admission.snapshot-over-cap",
               "admission.copy-over-cap"),
            _shared(ThickCreatedThin)),
-    Broken("an extend that grows by the new size", _f("ops.extend-readback"),
+    Broken("an extend that grows by the new size",
+           _f("ops.extend-readback", "ops.unaligned-size"),
            _memory(ExtendsBy)),
     Broken("clones and volumes from snapshots keep their source's size",
            _f("ops.copy-readback"), _memory(CopyKeepsSourceSize)),
@@ -669,6 +770,23 @@ BROKEN: tuple[Broken, ...] = (
     Broken("raises VolumeNotFound on delete", _f("ops.delete-missing"),
            _memory(DeleteMissingRaises)),
     Broken("shrinks on extend", _f("ops.extend-smaller"), _memory(ShrinksOnExtend)),
+    Broken("a missing volume looked up as KeyError", _f("ops.missing-volume"),
+           _memory(FindRaisesKeyError)),
+    Broken("a snapshot under a taken name replaces it", _f("ops.snapshot-existing"),
+           _memory(SnapshotNameReplaced)),
+    Broken("raises SnapshotNotFound on delete_snapshot", _f("ops.delete-missing-snapshot"),
+           _memory(DeleteMissingSnapshotRaises)),
+    Broken("delete_snapshot deletes a volume of that name", _f("ops.delete-snapshot"),
+           _memory(DeletesAnyName)),
+    Broken("sizes in fractional GiB", _f("ops.unaligned-size"), _sparse("SizeInFractionalGiB")),
+    Broken("a device path for a missing volume", _f("ops.device-path"),
+           _sparse("PathOfMissingVolume")),
+    # --- data written into volumes
+    Broken("used capacity in whole MiB", _f("data.used-capacity"), _memory(UsedInWholeMiB)),
+    Broken("a snapshot sharing its origin's blocks without copy-on-write",
+           _f("data.snapshot-copy"), _memory(SnapshotSharesData)),
+    Broken("a failed create leaves its half-made volume", _f("failclosed.failed-write"),
+           _memory(LeavesFailedCreate)),
     # --- resources
     Broken("leaks a file per backend read", _f("resources.no-fd-leak"),
            _memory(LeaksFileDescriptors)),
@@ -686,5 +804,6 @@ BROKEN: tuple[Broken, ...] = (
 
 
 #: shared so that tests reach them by name
-__all__ += ["AlwaysRefreshes", "DeleteMissingRaises", "PerProcessLockSparseDriver",
-            "RacyCreate", "SharedPoolDriver"]
+__all__ += ["AlwaysRefreshes", "DeleteMissingRaises", "PathOfMissingVolume",
+            "PerProcessLockSparseDriver", "RacyCreate", "SharedPoolDriver",
+            "SizeInFractionalGiB"]

@@ -20,7 +20,7 @@ from typing import Any, Callable
 
 from contrib.sparse_file_driver import COMPLIANCE_HOOKS as SPARSE_HOOKS
 from contrib.sparse_file_driver import SparseFileDriver
-from driver_kit import (AlreadyExists, GiB, MiB, SnapshotNotFound, VolumeInfo,
+from driver_kit import (AlreadyExists, BackendError, GiB, MiB, SnapshotNotFound, VolumeInfo,
                         load_backend_config)
 from driver_kit.compliance import BackendTruth, ComplianceHooks, PoolTruth, VolumeTruth
 from lvm_driver.driver import COMPLIANCE_HOOKS as LVM_HOOKS  # shipped by the driver
@@ -42,27 +42,61 @@ MEMORY_HOOKS = memdriver.COMPLIANCE_HOOKS
 
 class SnapMemoryDriver(MemoryDriver):
     """The memory driver plus snapshots (reported apart, as the spec says), clones,
-    volumes from snapshots, and ``used_bytes`` of data written on the array."""
+    volumes from snapshots, ``used_bytes`` of data written on the array by others, the
+    data written into its volumes (``data``; a snapshot copies its origin's), objects
+    that are not volumes (``strays``) and a command that fails half-way (``fail_next``)."""
 
     def __init__(self, configuration: Any = None, **kwargs: Any) -> None:
         super().__init__(configuration, **kwargs)
         self.snapshots: dict[str, tuple[str, int]] = {}  # name -> (origin, size GiB)
         self.used_bytes = 0
+        self.data: dict[str, dict[int, bytes]] = {}  # volume or snapshot -> offset -> bytes
+        self.strays: dict[str, int] = {}  # name -> GiB
+        self.fail_next = False
+
+    def written_bytes(self) -> int:
+        return sum(len(chunk) for chunks in self.data.values() for chunk in chunks.values())
 
     def backend_read_pools(self) -> list[Any]:
+        used = self.used_bytes + self.written_bytes()
         return [dataclasses.replace(
-            f, free_bytes=f.total_bytes - self.used_bytes, used_bytes=self.used_bytes,
+            f, free_bytes=f.total_bytes - used, used_bytes=used,
             snapshot_bytes=sum(size for _, size in self.snapshots.values()) * GiB)
             for f in super().backend_read_pools()]
+
+    def command(self) -> None:
+        """The array runs a write command, which fails once after ``fail_next``."""
+        if self.fail_next:
+            self.fail_next = False
+            raise BackendError("the array failed the command half-way")
+
+    def backend_create_volume(self, name: str, size_gb: int, **kwargs: Any) -> None:
+        super().backend_create_volume(name, size_gb, **kwargs)
+        try:
+            self.command()
+        except BackendError:
+            del self.volumes[name]  # a failed create leaves nothing behind
+            raise
+
+    def backend_delete_volume(self, name: str) -> None:
+        super().backend_delete_volume(name)
+        self.data.pop(name, None)
+
+    def backend_extend_volume(self, name: str, new_size_gb: int) -> None:
+        self.command()
+        super().backend_extend_volume(name, new_size_gb)
 
     def backend_create_snapshot(self, name: str, volume: VolumeInfo) -> None:
         if name in self.snapshots or name in self.volumes:
             raise AlreadyExists(name)
+        self.command()
         self.snapshots[name] = (volume.name, volume.size_gb)
+        self.data[name] = dict(self.data.get(volume.name, {}))
 
     def backend_delete_snapshot(self, name: str) -> None:
         if self.snapshots.pop(name, None) is None:
             raise SnapshotNotFound(name)
+        self.data.pop(name, None)
 
     def backend_find_snapshot(self, name: str) -> VolumeInfo | None:
         if name not in self.snapshots:
@@ -81,15 +115,41 @@ class SnapMemoryDriver(MemoryDriver):
 def snap_memory_truth(driver: SnapMemoryDriver) -> BackendTruth:
     """The memory array with its snapshots and the data written on it."""
     truth = memdriver.read_truth(driver)
+    used = driver.used_bytes + driver.written_bytes()
     return BackendTruth(
-        pools=tuple(dataclasses.replace(p, used_bytes=driver.used_bytes) for p in truth.pools),
+        pools=tuple(dataclasses.replace(p, used_bytes=used) for p in truth.pools),
         volumes=truth.volumes + tuple(
             VolumeTruth(name=name, pool_name="mem", size_bytes=size * GiB, thin=True,
                         snapshot_of=origin)
             for name, (origin, size) in driver.snapshots.items()))
 
 
-SnapMemoryDriver.COMPLIANCE_HOOKS = ComplianceHooks(read_truth=snap_memory_truth)
+def _write_data(driver: SnapMemoryDriver, name: str, offset_bytes: int, data: bytes) -> None:
+    if name not in driver.volumes:
+        raise KeyError(f"the array has no volume {name!r}")
+    driver.data.setdefault(name, {})[offset_bytes] = bytes(data)
+
+
+def _read_data(driver: SnapMemoryDriver, name: str, offset_bytes: int, length: int) -> bytes:
+    out = bytearray(length)
+    for start, chunk in driver.data.get(name, {}).items():
+        low, high = max(start, offset_bytes), min(start + len(chunk), offset_bytes + length)
+        if low < high:
+            out[low - offset_bytes:high - offset_bytes] = chunk[low - start:high - start]
+    return bytes(out)
+
+
+def _repair_snap_memory(driver: SnapMemoryDriver) -> None:
+    MEMORY_HOOKS.repair_backend(driver)
+    driver.fail_next = False
+
+
+SnapMemoryDriver.COMPLIANCE_HOOKS = ComplianceHooks(
+    read_truth=snap_memory_truth, write_data=_write_data, read_data=_read_data,
+    fail_next_write=lambda driver: setattr(driver, "fail_next", True),
+    repair_backend=_repair_snap_memory,
+    create_stray=lambda driver, name, pool_name: driver.strays.__setitem__(name, 1),
+    delete_stray=lambda driver, name: driver.strays.pop(name))
 #: every hook of SnapMemoryDriver, as found on its class and its base's module
 SNAP_MEMORY_HOOKS = SnapMemoryDriver.COMPLIANCE_HOOKS.merged(MEMORY_HOOKS)
 

@@ -23,7 +23,13 @@ ALL = {c.id for c in CATALOGUE} | {"driver.setup"}
 NO_SPEC = {"admission.parallel-processes"}
 #: what a driver without snapshots or copies cannot be tested on
 NO_COPIES = {"provisioned.excludes-snapshots", "admission.snapshot-over-cap",
-             "admission.copy-over-cap", "ops.copy-readback"}
+             "admission.copy-over-cap", "ops.copy-readback", "ops.snapshot-existing",
+             "ops.delete-snapshot", "ops.delete-missing-snapshot"}
+#: what needs the optional hooks that reach the data path, fail a write or put strays
+NO_DATA = {"data.used-capacity", "data.snapshot-copy", "failclosed.failed-write",
+           "provisioned.ignores-strays"}
+#: a driver that gives no local device path
+NO_PATH = {"ops.device-path"}
 
 
 def passes(report, skipped=frozenset()):
@@ -41,7 +47,7 @@ def test_memory_driver_passes(tmp_path, ratio):
     # under 'auto' the cap of a pool nothing is written to grows with every create:
     # threads cannot be made to race for it
     races = {"admission.parallel-threads"} if ratio == "auto" else set()
-    reasons = passes(report, NO_SPEC | NO_COPIES | races)
+    reasons = passes(report, NO_SPEC | NO_COPIES | NO_DATA | NO_PATH | races)
     assert "does not support snapshots" in reasons["provisioned.excludes-snapshots"]
     assert report.profile["snapshots_supported"] is False
     if ratio == "auto":
@@ -50,7 +56,7 @@ def test_memory_driver_passes(tmp_path, ratio):
 
 def test_memory_driver_with_snapshots_and_reserved_space_passes(tmp_path):
     reasons = passes(run_checks(memory_factory(tmp_path, reserved_percentage=10),
-                                timeout_s=20), NO_SPEC)
+                                timeout_s=20), NO_SPEC | NO_PATH)
     # the cap is (100 - 10) * 2.0 GiB
     assert reasons["admission.create-over-cap"].startswith("a 181 GiB create on pool 'mem'")
 
@@ -69,7 +75,7 @@ def test_a_driver_not_built_on_the_kit_passes_with_its_settings_from_the_report(
     # without a configuration, a slow backend cannot be timed against its stats_timeout
     report = run_checks(factory, hooks=HAND_WRITTEN_OPERATIONS_HOOKS, timeout_s=20,
                         only=["stats.*", "truth.*", "admission.*", "ops.*"])
-    reasons = passes(report, NO_SPEC | (ALL - {c.id for c in report.results}))
+    reasons = passes(report, NO_SPEC | NO_PATH | (ALL - {c.id for c in report.results}))
     pool = made[0].get_volume_stats(refresh=True)["pools"][0]
     assert "capacity_factors" not in pool and "max_volume_size_gb" not in pool
     assert reasons["admission.create-over-cap"].startswith("a 181 GiB create")
@@ -79,7 +85,8 @@ def test_sparse_file_driver_passes_every_check(tmp_path):
     spec = DriverSpec(driver="contrib.sparse_file_driver:SparseFileDriver",
                       config_files=(sparse_config(tmp_path),))
     report = run_checks(spec=spec, timeout_s=30)  # hooks: the module's COMPLIANCE_HOOKS
-    passes(report, {"admission.copy-over-cap", "ops.copy-readback"})  # it has no copies
+    # it has no copies, and no request counter (its backend is the file system)
+    passes(report, {"admission.copy-over-cap", "ops.copy-readback", "hooks.calls-counted"})
     assert os.listdir(tmp_path / "pool") == [".snapshots"]  # nothing left behind
     assert os.listdir(tmp_path / "pool" / ".snapshots") == []
     profile = report.profile
@@ -94,7 +101,8 @@ def test_sparse_file_driver_passes_every_check(tmp_path):
 def test_a_vendor_subclass_in_another_module_inherits_the_hooks(tmp_path):
     spec = DriverSpec(driver="tests.compliance.vendor:VendorSparseDriver",
                       config_files=(sparse_config(tmp_path),))
-    report = run_checks(spec=spec, only=["hooks.*", "truth.*", "failclosed.*"], timeout_s=30)
+    report = run_checks(spec=spec, only=["hooks.required", "hooks.independent", "truth.*",
+                                         "failclosed.*"], timeout_s=30)
     assert report.by_status("passed") == {c.id for c in report.results}
     hooks, origin = find_hooks(VendorSparseDriver)
     assert hooks.missing(REQUIRED_HOOKS) == []
@@ -133,7 +141,7 @@ def test_a_driver_without_hooks_is_not_certified(tmp_path):
                          ids=["ratio-2", "auto", "reserved-and-odd-units"])
 def test_shared_pool_driver_passes_every_check(tmp_path, options):
     spec = DriverSpec(config_files=(shared_config(tmp_path, **options),))
-    reasons = passes(run_checks(spec=spec, timeout_s=30))
+    reasons = passes(run_checks(spec=spec, timeout_s=30), NO_DATA | NO_PATH)
     assert "pool 'bulk' (thick)" in reasons["admission.create-over-cap"]
     assert json.loads((tmp_path / "array" / "array.json").read_text())["volumes"] == {}
 
@@ -143,7 +151,8 @@ def test_lvm_driver_on_the_simulator_passes_every_check(tmp_path, ratio):
     spec = DriverSpec(backend=DEFAULT_BACKEND, overrides={
         **default_overrides(str(tmp_path / "simulator.json")),
         "max_over_subscription_ratio": ratio})
-    reasons = passes(run_checks(spec=spec, timeout_s=30))  # hooks: the driver module's
+    # hooks: the driver module's; the simulator has no data path
+    reasons = passes(run_checks(spec=spec, timeout_s=30), NO_DATA)
     # the thin pool and the thick pool (the VG's free extents) are both tested
     assert "pool 'dkvg' (thick)" in reasons["ops.create-readback"]
     assert "pool 'pool' (thin)" in reasons["ops.create-readback"]

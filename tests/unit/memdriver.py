@@ -1,6 +1,7 @@
 """A vendor author's minimal driver: in-memory, nothing but hooks, plus the compliance
 hooks that let the harness certify it."""
 
+import math
 import time
 
 from driver_kit import (AlreadyExists, GiB, PoolFacts, VolumeDriver, VolumeInfo,
@@ -66,7 +67,9 @@ COMPLIANCE_HOOKS = ComplianceHooks(
     read_truth=read_truth,
     create_out_of_band=lambda driver, name, size_gb, pool_name:
         driver.volumes.__setitem__(name, size_gb),
-    resize_out_of_band=lambda driver, name, size_gb: driver.volumes.__setitem__(name, size_gb),
+    # the array sizes volumes in whole GiB: a fractional size is rounded up
+    resize_out_of_band=lambda driver, name, size_gb: driver.volumes.__setitem__(
+        name, math.ceil(size_gb)),
     delete_out_of_band=lambda driver, name: driver.volumes.pop(name),
     break_backend=lambda driver: setattr(driver, "broken", True),
     break_listing=lambda driver: setattr(driver, "listing_broken", True),

@@ -23,8 +23,8 @@ from __future__ import annotations
 import fnmatch
 from typing import Mapping
 
-from driver_kit.compliance.checks import (admission, failclosed, operations, provisioned,
-                                          races, report, resources, truth)
+from driver_kit.compliance.checks import (admission, data, failclosed, operations,
+                                          provisioned, races, report, resources, truth)
 from driver_kit.compliance.checks.base import (Check, CheckContext, CheckError, CheckFailed,
                                                CheckSkipped, set_up)
 from driver_kit.compliance.hooks import (BackendTruth, ComplianceHooks, PoolTruth,
@@ -41,7 +41,7 @@ SETUP = Check(
 
 CATALOGUE: tuple[Check, ...] = (
     *truth.HOOK_CHECKS, *report.CHECKS, *truth.CHECKS, *provisioned.CHECKS,
-    *admission.CHECKS, *races.CHECKS, *operations.CHECKS, *resources.CHECKS,
+    *admission.CHECKS, *races.CHECKS, *operations.CHECKS, *data.CHECKS, *resources.CHECKS,
     *failclosed.CHECKS,
 )
 

@@ -1,7 +1,8 @@
 """Fail-closed: when the backend cannot be read (unreachable, its volume listing failing,
 or slower than ``stats_timeout``) the report says so: every pool down with no free
 capacity and a reason, never stale figures, 'unknown' or 'infinite', never "no volumes";
-creates are refused; the pools come back once the backend does."""
+creates are refused; the pools come back once the backend does. A write the backend
+fails half-way raises BackendError and leaves nothing behind."""
 
 from __future__ import annotations
 
@@ -9,10 +10,12 @@ import dataclasses
 import time
 from typing import Any, Callable
 
-from driver_kit import validate_stats
-from driver_kit.compliance.checks.base import (PLACEMENT, Check, CheckContext, CheckError,
-                                               CheckFailed, behaviour, first_target, number,
-                                               report_pools)
+from driver_kit import BackendError, InvalidInput, validate_stats
+from driver_kit.compliance.checks.admission import refusal
+from driver_kit.compliance.checks.base import (PLACEMENT, TRUTH, Check, CheckContext,
+                                               CheckError, CheckFailed, CheckSkipped,
+                                               behaviour, first_target, number, report_pools)
+from driver_kit.compliance.checks.data import pattern
 
 __all__ = ["CHECKS"]
 
@@ -99,6 +102,46 @@ def _check_slow_backend(ctx: CheckContext) -> str:
         probe=False)  # a slow backend still answers creates
 
 
+def _check_failed_write(ctx: CheckContext) -> str:
+    drv = ctx.driver()
+    target, hooks = first_target(drv), ctx.hooks
+    if ctx.room_gb(drv, target) < 2:
+        raise CheckSkipped(f"{target} has no room for 2 GiB")
+    volume = ctx.create(drv, 1, target)
+    if hooks.write_data is not None:  # a backend that copies data then has some to copy
+        hooks.write_data(drv, volume, 0, pattern(4096, 1))
+    try:
+        snap = ctx.snapshot(drv, volume)  # can it snapshot at all?
+        drv.delete_snapshot(snap)
+        ctx.done(("snapshot", snap))
+        snapshots = True
+    except (NotImplementedError, InvalidInput):
+        snapshots = False
+    ctx.defer(("backend", "fault"), "the armed write fault", lambda: hooks.repair_backend(drv))
+    name = ctx.name("failed")
+    attempts = [("a create", lambda: drv.create_volume(name, 1, pool_name=target.pool_name,
+                                                       extra_specs=target.specs),
+                 ("volume", name)),
+                ("an extend from 1 to 2 GiB", lambda: drv.extend_volume(volume, 2), None)]
+    if snapshots:
+        attempts.append(("a snapshot", lambda: drv.create_snapshot(name, volume),
+                         ("snapshot", name)))
+    done = []
+    for what, attempt, probe in attempts:
+        if probe is not None:
+            (ctx.track_volume if probe[0] == "volume" else ctx.track_snapshot)(drv, name)
+        hooks.fail_next_write(drv)
+        try:
+            done.append(refusal(ctx, drv, f"{what} the backend failed half-way", attempt,
+                                BackendError, "it must raise BackendError and leave nothing "
+                                "behind (the backend as before, the report unchanged)",
+                                probe=probe))
+        finally:
+            hooks.repair_backend(drv)
+    ctx.done(("backend", "fault"))
+    return "; ".join(done)
+
+
 _CLAUSE = (f"{PLACEMENT}: count usage from the authoritative source and stay consistent "
            f"while it is unavailable; the kit's stats contract (a pool that cannot be read "
            f"is reported down)")
@@ -112,4 +155,10 @@ CHECKS: tuple[Check, ...] = (
     behaviour("failclosed.slow-backend", "A backend slower than stats_timeout is a down "
               "pool, never 'unknown'", f"{_CLAUSE}; the kit's stats_timeout option",
               _check_slow_backend, hooks=("slow_backend", "repair_backend")),
+    behaviour("failclosed.failed-write", "A create, extend or snapshot the backend fails "
+              "half-way raises BackendError and leaves nothing behind", "driver_kit API: "
+              "backend_create_volume ('a failure must leave no volume behind'); Cinder "
+              "reschedules on VolumeBackendAPIException", _check_failed_write,
+              hooks=TRUTH + ("fail_next_write", "repair_backend"),
+              optional_hooks=("write_data",)),
 )

@@ -4,13 +4,16 @@ and provisioning type), and the documented contract on bad requests."""
 
 from __future__ import annotations
 
+import os
 from typing import Any, Callable
 
-from driver_kit import AlreadyExists, GiB, InvalidInput, InvalidSize
+from driver_kit import (AlreadyExists, GiB, InvalidInput, InvalidSize, SnapshotNotFound,
+                        VolumeNotFound)
 from driver_kit.compliance.checks.admission import refusal
-from driver_kit.compliance.checks.base import (QUEENS, Check, CheckContext, CheckFailed,
-                                               CheckSkipped, Target, behaviour, each_target,
-                                               first_target, same, total_provisioned_gb)
+from driver_kit.compliance.checks.base import (QUEENS, TRUTH, Check, CheckContext, CheckError,
+                                               CheckFailed, CheckSkipped, Target, behaviour,
+                                               each_target, first_target, same,
+                                               total_provisioned_gb)
 from driver_kit.compliance.checks.provisioned import allocated, moved_by
 
 __all__ = ["CHECKS"]
@@ -57,13 +60,15 @@ def _check_extend_readback(ctx: CheckContext) -> str:
     drv = ctx.driver()
 
     def one(target: Target) -> str | None:
-        if ctx.room_gb(drv, target) < 3:
+        if ctx.room_gb(drv, target) < 5:
             return None
         volume = ctx.create(drv, 1, target)
-        moved_by(ctx, drv, target.pool_name, lambda: drv.extend_volume(volume, 3),
-                 allocated(target.pool_name, 3, 1), f"an extend from 1 to 3 GiB on {target}")
-        _read_back(ctx, drv, volume, target, 3, "an extend from 1 to 3 GiB")
-        return f"{target}: 1 -> 3 GiB"
+        for was, new in ((1, 3), (3, 5)):  # the second grows by exactly 2 GiB
+            moved_by(ctx, drv, target.pool_name, lambda: drv.extend_volume(volume, new),
+                     allocated(target.pool_name, new, was),
+                     f"an extend from {was} to {new} GiB on {target}")
+            _read_back(ctx, drv, volume, target, new, f"an extend from {was} to {new} GiB")
+        return f"{target}: 1 -> 3 -> 5 GiB"
     return each_target(ctx, drv, one)
 
 
@@ -116,21 +121,169 @@ def _check_create_existing(ctx: CheckContext) -> str:
                    "documented: it raises driver_kit.AlreadyExists and changes nothing")
 
 
-def _check_delete_missing(ctx: CheckContext) -> str:
+def _delete_missing(ctx: CheckContext, what: str, method: str) -> str:
+    """Deleting a missing ``what`` with ``method`` succeeds and changes nothing."""
     drv = ctx.driver()
     before = total_provisioned_gb(drv)
     ghost = ctx.name("ghost")
     try:
-        drv.delete_volume(ghost)
+        getattr(drv, method)(ghost)
+    except NotImplementedError as exc:
+        raise CheckSkipped(f"{type(drv).__name__} has no {what}s: {exc}") from None
     except Exception as exc:
-        raise CheckFailed(f"deleting the missing volume {ghost!r} raised "
+        raise CheckFailed(f"deleting the missing {what} {ghost!r} raised "
                           f"{type(exc).__name__}: {exc}; documented: it succeeds "
                           f"(idempotent)") from None
     after = total_provisioned_gb(drv)
     if not same(before, after):
-        raise CheckFailed(f"deleting a missing volume changed provisioned_capacity_gb "
+        raise CheckFailed(f"deleting a missing {what} changed provisioned_capacity_gb "
                           f"{before} -> {after}")
     return "succeeded, nothing changed"
+
+
+def _check_missing_volume(ctx: CheckContext) -> str:
+    drv = ctx.driver()
+    ghost, made = ctx.name("ghost"), ctx.name("made")
+    ctx.track_volume(drv, made)
+    ctx.track_snapshot(drv, made)
+    attempts = {"an extend": lambda: drv.extend_volume(ghost, 2),
+                "a snapshot": lambda: drv.create_snapshot(made, ghost)}
+    if callable(getattr(drv, "create_cloned_volume", None)):
+        attempts["a clone"] = lambda: drv.create_cloned_volume(made, ghost)
+    before, problems = total_provisioned_gb(drv), []
+    for what, attempt in attempts.items():
+        try:
+            attempt()
+        except VolumeNotFound:
+            continue
+        except Exception as exc:
+            problems.append(f"{what} raised {type(exc).__name__}: {exc}")
+        else:
+            problems.append(f"{what} succeeded")
+    after = total_provisioned_gb(drv)
+    if not same(before, after):
+        problems.append(f"provisioned_capacity_gb went {before} -> {after}")
+    if problems:
+        raise CheckFailed(f"of the missing volume {ghost!r}: " + "; ".join(problems)
+                          + "; documented: VolumeNotFound, nothing changed")
+    return f"{', '.join(attempts)}: VolumeNotFound"
+
+
+def _returned_size(ctx: CheckContext, drv: Any, volume: str) -> tuple[str, Any] | None:
+    """The size the API gives a snapshot (else a clone) of ``volume``."""
+    name = ctx.name("copy")
+    for what, kind, make in (("a snapshot", "snapshot", drv.create_snapshot),
+                             ("a clone", "volume", getattr(drv, "create_cloned_volume", None))):
+        if make is None:
+            continue
+        (ctx.track_snapshot if kind == "snapshot" else ctx.track_volume)(drv, name)
+        try:
+            return what, make(name, volume).size_gb
+        except (NotImplementedError, InvalidInput):
+            ctx.done((kind, name))
+    return None
+
+
+def _check_unaligned_size(ctx: CheckContext) -> str:
+    drv = ctx.driver()
+    target = first_target(drv)
+    if ctx.room_gb(drv, target) < 5:
+        raise CheckSkipped(f"{target} has no room for 5 GiB")
+    volume = ctx.out_of_band(drv, 2, target.pool_name)
+    ctx.hooks.resize_out_of_band(drv, volume, 2.5)
+    seen = ctx.truth(drv).volume(volume)
+    if seen is None or seen.size_bytes < 2.5 * GiB:
+        raise CheckError(f"after resize_out_of_band to 2.5 GiB the truth shows {seen!r}")
+    whole = -(-seen.size_bytes // GiB)
+    returned = _returned_size(ctx, drv, volume)
+    if returned is not None and (type(returned[1]) is not int or returned[1] != whole):
+        raise CheckFailed(f"{returned[0]} of a volume of {seen.size_bytes} bytes (resized "
+                          f"out of band to 2.5 GiB) is given size_gb={returned[1]!r}; the "
+                          f"API's sizes are whole GiB, rounded up: {whole}")
+    moved_by(ctx, drv, target.pool_name, lambda: drv.extend_volume(volume, whole + 1),
+             lambda truth: (truth.pool(target.pool_name).allocated_bytes((whole + 1) * GiB)
+                            - truth.pool(target.pool_name).allocated_bytes(seen.size_bytes)),
+             f"an extend of that volume to {whole + 1} GiB")
+    _read_back(ctx, drv, volume, target, whole + 1, f"an extend to {whole + 1} GiB")
+    return (f"{seen.size_bytes} bytes read as {whole} GiB"
+            f"{' by ' + returned[0] if returned else ''}, extended to {whole + 1} GiB")
+
+
+def _check_device_path(ctx: CheckContext) -> str:
+    drv = ctx.driver()
+    path_of = getattr(drv, "backend_device_path", None)
+    if not callable(path_of):
+        raise CheckSkipped(f"{type(drv).__name__} has no backend_device_path")
+    volume = ctx.create(drv, 1, first_target(drv))
+    try:
+        path = path_of(volume)
+    except NotImplementedError as exc:
+        raise CheckSkipped(str(exc)) from None
+    if not isinstance(path, str) or not os.path.isabs(path):
+        raise CheckFailed(f"the device path of volume {volume!r} is {path!r}, not an "
+                          f"absolute path")
+    note = "not on this host (a remote or simulated backend)"
+    if os.path.exists(path):
+        fd = os.open(path, os.O_RDONLY)
+        try:
+            size, head = os.lseek(fd, 0, os.SEEK_END), os.pread(fd, 4096, 0)
+        finally:
+            os.close(fd)
+        want = ctx.truth(drv).volume(volume)
+        if want is None or size != want.size_bytes or len(head) != 4096:
+            raise CheckFailed(f"{path}, the device path of volume {volume!r}, has {size} "
+                              f"bytes; the backend says {want.size_bytes if want else 'no'}")
+        note = "readable, of the volume's size"
+    ghost = ctx.name("ghost")
+    try:
+        found = path_of(ghost)
+    except VolumeNotFound:
+        return f"{path}: {note}; a missing volume: VolumeNotFound"
+    except Exception as exc:
+        found = f"{type(exc).__name__}: {exc}"
+    raise CheckFailed(f"the device path of the missing volume {ghost!r} gave {found!r}; "
+                      f"documented: VolumeNotFound")
+
+
+def _snapshot_of_new_volume(ctx: CheckContext, drv: Any) -> tuple[str, str]:
+    """(a new 1 GiB volume, a snapshot of it); CheckSkipped without snapshots."""
+    target = first_target(drv)
+    volume = ctx.create(drv, 1, target)
+    try:
+        return volume, ctx.snapshot(drv, volume)
+    except (NotImplementedError, InvalidInput) as exc:
+        raise CheckSkipped(f"no snapshots on {target}: {exc}") from None
+
+
+def _check_snapshot_existing(ctx: CheckContext) -> str:
+    drv = ctx.driver()
+    volume, snap = _snapshot_of_new_volume(ctx, drv)
+    return refusal(ctx, drv, f"a second snapshot under the existing name {snap!r}",
+                   lambda: drv.create_snapshot(snap, volume), AlreadyExists,
+                   "documented: it raises driver_kit.AlreadyExists and changes nothing")
+
+
+def _check_delete_snapshot(ctx: CheckContext) -> str:
+    drv = ctx.driver()
+    volume, snap = _snapshot_of_new_volume(ctx, drv)
+    size = ctx.truth(drv).volume(volume)
+    drv.delete_snapshot(snap)
+    ctx.done(("snapshot", snap))
+    if ctx.truth(drv).volume(snap) is not None:
+        raise CheckFailed(f"after delete_snapshot({snap!r}) the backend still has it")
+    try:
+        drv.delete_snapshot(volume)
+        outcome = "succeeded (no such snapshot)"
+    except (InvalidInput, SnapshotNotFound) as exc:
+        outcome = f"refused ({type(exc).__name__})"
+    except Exception as exc:
+        outcome = f"raised {type(exc).__name__}: {exc}"
+    left = ctx.truth(drv).volume(volume)
+    if left is None or size is None or left.size_bytes != size.size_bytes:
+        raise CheckFailed(f"delete_snapshot given the volume {volume!r} {outcome}, and the "
+                          f"backend now shows it as {left!r}: a volume must never be deleted "
+                          f"as a snapshot")
+    return f"the snapshot gone; delete_snapshot of a volume's name {outcome}, volume intact"
 
 
 def _check_extend_smaller(ctx: CheckContext) -> str:
@@ -161,7 +314,34 @@ CHECKS: tuple[Check, ...] = (
               "contract)", _check_create_existing),
     behaviour("ops.delete-missing", "Deleting a missing volume succeeds (idempotent)",
               "driver_kit API: VolumeDriver.delete_volume is idempotent (documented "
-              "contract)", _check_delete_missing, hooks=()),
+              "contract)", lambda ctx: _delete_missing(ctx, "volume", "delete_volume"),
+              hooks=()),
+    behaviour("ops.delete-missing-snapshot", "Deleting a missing snapshot succeeds "
+              "(idempotent)", "driver_kit API: VolumeDriver.delete_snapshot is idempotent "
+              "(documented contract)",
+              lambda ctx: _delete_missing(ctx, "snapshot", "delete_snapshot"), hooks=()),
+    behaviour("ops.delete-snapshot", "delete_snapshot removes the snapshot, and never a "
+              "volume given by its name", "driver_kit API: VolumeDriver.delete_snapshot ("
+              "the backend refuses a volume's name, never taking it for a snapshot)",
+              _check_delete_snapshot),
+    behaviour("ops.snapshot-existing",
+              "Snapshotting under an existing snapshot's name raises AlreadyExists and "
+              "changes nothing", "driver_kit API: VolumeDriver.create_snapshot is not "
+              "idempotent (documented contract)", _check_snapshot_existing),
+    behaviour("ops.missing-volume", "Extending, snapshotting or cloning a missing volume "
+              "raises VolumeNotFound and changes nothing", "driver_kit API: "
+              "VolumeNotFound (documented contract); Cinder's extend_volume, "
+              "create_snapshot, create_cloned_volume", _check_missing_volume, hooks=()),
+    behaviour("ops.unaligned-size", "A volume of unaligned size (resized out of band to "
+              "2.5 GiB) is given whole GiB rounded up, and extends from its exact size",
+              f"{QUEENS}, Terminology: GiB; Cinder's volume.size is whole GiB",
+              _check_unaligned_size, hooks=TRUTH + ("create_out_of_band",
+                                                    "resize_out_of_band"),
+              optional_hooks=("delete_out_of_band",)),
+    behaviour("ops.device-path", "A volume's device path is readable and of its size; a "
+              "missing volume's raises VolumeNotFound", "driver_kit API: "
+              "VolumeDriver.backend_device_path (the data path of attach and image copies)",
+              _check_device_path),
     behaviour("ops.extend-smaller",
               "Extending to a smaller size raises InvalidSize and changes nothing",
               "driver_kit API: VolumeDriver.extend_volume needs a larger size (documented "

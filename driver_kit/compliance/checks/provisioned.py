@@ -130,6 +130,28 @@ def _check_out_of_band(ctx: CheckContext) -> str:
     return "; ".join(done)
 
 
+def _volume_counts(drv: Any) -> dict[str, Any]:
+    return {str(p.get("pool_name")): p.get("total_volumes") for p in report_pools(drv)}
+
+
+def _check_strays(ctx: CheckContext) -> str:
+    drv, hooks = ctx.driver(), ctx.hooks
+    done = []
+    for pool_name in dict.fromkeys(t.pool_name for t in targets(drv)):
+        name, counts = ctx.name("stray"), _volume_counts(drv)
+        ctx.defer(("stray", name), f"stray {name}",
+                  lambda name=name: hooks.delete_stray(drv, name))
+        moved_by(ctx, drv, pool_name, lambda: hooks.create_stray(drv, name, pool_name),
+                 lambda truth: 0, f"something that is not a volume ({name}) was put on "
+                 f"pool {pool_name!r}")
+        if _volume_counts(drv) != counts:
+            raise CheckFailed(f"after something that is not a volume ({name}) was put on "
+                              f"pool {pool_name!r}, total_volumes per pool went {counts} -> "
+                              f"{_volume_counts(drv)}")
+        done.append(f"pool {pool_name!r}")
+    return f"provisioned and total_volumes unmoved on {', '.join(done)}"
+
+
 _OUT_OF_BAND = ("read_truth", "create_out_of_band", "resize_out_of_band")
 
 CHECKS: tuple[Check, ...] = (
@@ -147,4 +169,9 @@ CHECKS: tuple[Check, ...] = (
               f"'directly, without using Cinder' count); {QUEENS}: 'all other existing "
               f"volumes in that backend'", _check_out_of_band, hooks=_OUT_OF_BAND,
               optional_hooks=("delete_out_of_band",)),
+    behaviour("provisioned.ignores-strays", "Something on the pool that is not a volume is "
+              "counted neither as provisioned nor in total_volumes", f"{QUEENS}, "
+              f"Provisioned capacity: the volumes present in the pool, 'does not include "
+              f"snapshots' (nor other objects)", _check_strays,
+              hooks=("read_truth", "create_stray", "delete_stray")),
 )

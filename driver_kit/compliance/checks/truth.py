@@ -93,6 +93,18 @@ def _check_hooks_independent(ctx: CheckContext) -> str:
     return "read_truth and the out-of-band hooks never called the driver"
 
 
+def _check_calls_counted(ctx: CheckContext) -> str:
+    drv = ctx.driver(operations=False)
+    before = ctx.hooks.backend_calls(drv)
+    drv.get_volume_stats(refresh=True)
+    after = ctx.hooks.backend_calls(drv)
+    if not (isinstance(after, int) and isinstance(before, int) and after > before):
+        raise CheckFailed(f"the backend_calls hook went {before!r} -> {after!r} over a "
+                          f"get_volume_stats(refresh=True), which reads the backend: it "
+                          f"does not count requests, so it cannot prove a cache")
+    return f"{after - before} backend requests counted for one refresh"
+
+
 # ---------------------------------------------------------------- fields
 
 Comparison = Callable[[dict[str, Any], Expected], str | None]
@@ -223,6 +235,10 @@ HOOK_CHECKS: tuple[Check, ...] = (
               f"without using Cinder')", _check_hooks_independent,
               hooks=("read_truth", "create_out_of_band", "resize_out_of_band"),
               optional_hooks=("delete_out_of_band",)),
+    behaviour("hooks.calls-counted", "The backend_calls hook counts the requests a "
+              "refresh sends", "harness: stats.refresh-cached proves a cache by counting "
+              "backend requests (hook contract, contrib/README.md)", _check_calls_counted,
+              hooks=("backend_calls",)),
 )
 
 CHECKS: tuple[Check, ...] = (
