@@ -376,6 +376,7 @@ class VolumeDriver(abc.ABC):
             needed = self._allocated_gb(pool.pool_name, size_bytes) \
                 - self._allocated_gb(pool.pool_name, from_bytes)
             self._admit(session, pool, needed, thin)
+            session.confirm_held()  # fail closed: a lock lost since the read runs nothing
             try:
                 action(pool, thin)
             except BaseException:
