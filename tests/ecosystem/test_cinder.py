@@ -203,13 +203,14 @@ def test_volume_manager_loads_the_adapter_from_cinder_conf(
     assert cinder_manager["kit_class"] == "lvm_driver.driver.ThinLVMDriver"
     assert cinder_manager["initialized"] is True
     # options come from the backend section, with Cinder's [backend_defaults] fallback
-    # and Cinder's own lock path when the section names none
+    # and Cinder's own lock path and coordination URL when the section names none
     assert cinder_manager["kit_config"] == {
         "backend": "kit-lvm", "volume_backend_name": "kit-lvm",
         "max_over_subscription_ratio": 2.0, "reserved_percentage": 7,
         "over_provisioning_calculation": "standard", "volume_group": "kitvg",
         "lvm_thin_pool_name": "kitpool",
-        "lock_path": str(Path(cinder_manager["tmp"]) / "cinder-locks")}
+        "lock_path": str(Path(cinder_manager["tmp"]) / "cinder-locks"),
+        "coordination_backend_url": f"file://{Path(cinder_manager['tmp']) / 'coordination'}"}
     caps = cinder_manager["capabilities_before"]
     assert caps["volume_backend_name"] == "kit-lvm"
     pool = caps["pools"][0]
