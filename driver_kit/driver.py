@@ -110,9 +110,7 @@ class VolumeDriver(abc.ABC):
     STORAGE_PROTOCOL: str = "iSCSI"
     #: driver-specific oslo.config options, registered in the backend's section
     OPTIONS: Sequence[Any] = ()
-    #: several hosts may serve this backend at once (an array every host reaches),
-    #: so Cinder may run it in an active-active cluster; admission then takes the
-    #: cluster's coordination lock (``coordination_backend_url``)
+    #: hosts may serve it at once (an array all reach): Cinder may cluster it
     SUPPORTS_ACTIVE_ACTIVE: bool = False
 
     def __init__(self, configuration: BackendConfig | None = None, *,
