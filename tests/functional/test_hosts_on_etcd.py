@@ -25,6 +25,7 @@ def etcd_url(tmp_path):
     if shutil.which("etcd") is None:
         pytest.skip("NO REAL ETCD: the etcd binary is missing (apt-get install etcd-server, "
                     "as tools/run-tests.sh does as root)")
+    import tooz.drivers.etcd3gw  # noqa: F401 - once here, not in each forked host (slow in TCG)
     with run_etcd(str(tmp_path / "etcd-data")) as (client, _):
         yield f"etcd3+{client}/?timeout=10"
 
