@@ -19,7 +19,12 @@ Cinder's volume objects (``volume.name``, ``volume.size``), the pool comes from
 the scheduler's choice in ``volume.host`` and the provisioning type from the
 volume type's ``provisioning:type`` extra spec. The kit's admission guard runs
 on every create, extend, snapshot and clone, so the ratio holds even when the
-scheduler's view is stale.
+scheduler's view is stale. Across hosts its lock follows Cinder's coordination
+settings: when cinder.conf sets ``[coordination] backend_url`` or the service is
+in an active-active cluster (``cluster``, which Cinder allows when the wrapped
+driver declares ``SUPPORTS_ACTIVE_ACTIVE``), the admission lock is a tooz lock
+on that URL, shared by every ``cinder-volume`` of the cluster; the section's own
+``coordination_backend_url`` wins over it.
 
 Errors, as Cinder's volume manager expects them:
 
@@ -120,6 +125,22 @@ def _cinder_lock_path() -> str | None:
         return None
 
 
+def _cinder_coordination_url(clustered: bool) -> str | None:
+    """Cinder's ``[coordination] backend_url`` when this service coordinates through it.
+
+    That is when cinder.conf sets it (DevStack points it at its etcd), or when
+    the service is in an active-active cluster, where Cinder's own locks use it,
+    default (``file://$state_path``) included. Cinder's default on a lone host
+    is left alone: there the file lock in ``lock_path`` does the same job.
+    """
+    try:
+        url = cfg.CONF.coordination.backend_url
+        chosen = cfg.CONF.get_location("backend_url", "coordination").location
+    except (cfg.NoSuchOptError, cfg.NoSuchGroupError, AttributeError):
+        return None
+    return url if url and (clustered or chosen.is_user_controlled) else None
+
+
 class DriverKitVolumeDriver(ManageAdapterMixin, _Base):
     """A Cinder volume driver that delegates every operation to a driver_kit driver."""
 
@@ -150,6 +171,8 @@ class DriverKitVolumeDriver(ManageAdapterMixin, _Base):
             self.configuration.append_config_values(
                 [opt for opt in self._driver_class.OPTIONS if opt.dest not in _CINDER_OWNED])
             self.VERSION = self._driver_class.DRIVER_VERSION
+            # Cinder refuses `cluster` for a driver without it (checked after __init__)
+            self.SUPPORTS_ACTIVE_ACTIVE = self._driver_class.SUPPORTS_ACTIVE_ACTIVE
         if self._config_error is None:
             try:
                 self.target_driver = self._build_target()
@@ -180,6 +203,9 @@ class DriverKitVolumeDriver(ManageAdapterMixin, _Base):
                 overrides["max_over_subscription_ratio"])
         if "lock_path" not in overrides and (lock_path := _cinder_lock_path()):
             overrides["lock_path"] = lock_path
+        if "coordination_backend_url" not in overrides and (
+                url := _cinder_coordination_url(bool(getattr(self, "cluster_name", None)))):
+            overrides["coordination_backend_url"] = url
         return overrides
 
     def _build(self) -> VolumeDriver:

@@ -155,6 +155,7 @@ class SharedPoolDriver(VolumeDriver):
 
     VENDOR_NAME = "driver_kit contrib"
     STORAGE_PROTOCOL = "iSCSI"
+    SUPPORTS_ACTIVE_ACTIVE = True  # every host sees the one array
     OPTIONS = (cfg.StrOpt("shared_array_dir", help="Directory holding the array's state."),
                cfg.IntOpt("shared_capacity_gb", default=100, min=1,
                           help="Size of the array's one disk group (GiB)."),

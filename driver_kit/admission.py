@@ -24,6 +24,7 @@ from typing import Any, Callable, Iterator
 from oslo_concurrency import lockutils
 
 from driver_kit.coordination import CoordinatedLock
+from driver_kit.exceptions import CoordinationError
 
 LOG = logging.getLogger(__name__)
 
@@ -107,14 +108,8 @@ class AdmissionGate:
                     raise
                 # under a lock held all along, a fresh read already shows every claim
                 state.facts, state.reader, state.claims = facts, owner, {}
-            if isinstance(state.external, CoordinatedLock):
-                try:
-                    state.external.check()  # a lease lost since: refuse, create nothing
-                except BaseException:
-                    self._release_external(state)
-                    raise
             state.shared_uses += 1
-            session = _Session(state.facts, state.claims)
+            session = _Session(state.facts, state.claims, state.external)
             try:
                 yield session
             finally:
@@ -132,6 +127,11 @@ class AdmissionGate:
         if state.external is not None:
             try:
                 state.external.release()
+            except CoordinationError as exc:
+                # lost after its command ran: that command was admitted on a fresh read
+                # and started with the lease just renewed, so it stands; whoever holds
+                # the lock next reads the backend afresh and sees what it made
+                LOG.warning("%s: what ran under it stands, the next holder reads afresh", exc)
             except Exception:  # a lock we cannot release is logged, not fatal
                 LOG.exception("could not release admission lock")
             state.external = None
@@ -144,10 +144,26 @@ class AdmissionGate:
 class _Session:
     """What one admission sees: the shared facts and the claims made since."""
 
-    def __init__(self, facts: Any, claims: dict[str, float]) -> None:
+    def __init__(self, facts: Any, claims: dict[str, float], lock: Any = None) -> None:
         self.facts = facts
         self._claims = claims
+        self._lock = lock
         self.uncertain = False
+
+    def confirm_held(self) -> None:
+        """Right before the backend command: refuse if the cross-host lock was lost.
+
+        A coordination lock whose lease ended since the fresh read (heartbeats
+        failed, the service unreachable) may be another host's by now, and the
+        read stale: CoordinationError, and nothing is run. File locks cannot be
+        lost while the process lives.
+        """
+        if isinstance(self._lock, CoordinatedLock):
+            try:
+                self._lock.check()
+            except BaseException:
+                self.uncertain = True  # let the lock go and read afresh next time
+                raise
 
     def in_flight_gb(self, pool_name: str) -> float:
         """GiB admitted on ``pool_name`` since the facts were read."""

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import threading
 import uuid
+from typing import Any
 
 from driver_kit.exceptions import CoordinationError
 
@@ -48,6 +49,31 @@ def forget_coordinators() -> None:
         _COORDINATORS.clear()
 
 
+def still_owner(lock: Any) -> bool:
+    """Whether ``lock`` (a held tooz lock) is still ours, asking the service itself.
+
+    tooz answers this for its file, Redis, ZooKeeper, memcached and Kubernetes
+    locks (``is_still_owner``) but not for etcd3, whose ``heartbeat`` even says
+    True after the lease has expired; there the lease is renewed and the lock's
+    key compared with the token it was written with, in one etcd transaction.
+    """
+    import tooz  # imported on use: only deployments with a URL need tooz
+
+    try:
+        return bool(lock.is_still_owner())
+    except tooz.NotImplemented:
+        pass
+    if not all(hasattr(lock, a) for a in ("_lease", "_coord", "_key_b64", "_uuid")):
+        raise CoordinationError(f"cannot tell whether a {type(lock).__name__} is still held")
+    if lock._lease.refresh() <= 0:  # -1: the lease is gone, and the key with it
+        return False
+    same_token = {"key": lock._key_b64, "result": "EQUAL", "target": "VALUE",
+                  "value": lock._uuid}
+    answer = lock._coord.client.transaction({"compare": [same_token], "success": [],
+                                             "failure": []})
+    return answer.get("succeeded", False) is True
+
+
 class CoordinatedLock:
     """One backend's admission lock on the coordination service; acquire/release like a file lock."""
 
@@ -74,16 +100,23 @@ class CoordinatedLock:
         self._lock = lock
 
     def check(self) -> None:
-        """Raise CoordinationError unless the lock is still ours (its lease not lost)."""
+        """Raise CoordinationError unless the lock is still ours, with its lease renewed.
+
+        Called right before a backend command: a lease lost since the admission
+        read (heartbeats failed, the service unreachable, the lock broken) means
+        another host may have taken the lock and changed the backend, so the
+        command must not run. After a successful check the lease has its whole
+        timeout ahead, which is what covers the command itself.
+        """
         lock = self._lock
         try:
-            held = lock is not None and bool(lock.heartbeat() if hasattr(lock, "heartbeat")
-                                             else True)
+            held = lock is not None and still_owner(lock)
         except Exception as exc:
             raise CoordinationError(
                 f"coordination backend {self.url}: lock {self.name} lost: {exc}") from exc
         if not held:
-            raise CoordinationError(f"coordination backend {self.url}: lock {self.name} lost")
+            raise CoordinationError(f"coordination backend {self.url}: lock {self.name} lost "
+                                    f"(its lease ended or the lock was broken)")
 
     def release(self) -> None:
         """Give the lock back; a lock already lost is only logged by the caller."""

@@ -110,6 +110,8 @@ class VolumeDriver(abc.ABC):
     STORAGE_PROTOCOL: str = "iSCSI"
     #: driver-specific oslo.config options, registered in the backend's section
     OPTIONS: Sequence[Any] = ()
+    #: hosts may serve it at once (an array all reach): Cinder may cluster it
+    SUPPORTS_ACTIVE_ACTIVE: bool = False
 
     def __init__(self, configuration: BackendConfig | None = None, *,
                  notifier: Notifier | None = None) -> None:
@@ -376,6 +378,7 @@ class VolumeDriver(abc.ABC):
             needed = self._allocated_gb(pool.pool_name, size_bytes) \
                 - self._allocated_gb(pool.pool_name, from_bytes)
             self._admit(session, pool, needed, thin)
+            session.confirm_held()  # fail closed: a lock lost since the read runs nothing
             try:
                 action(pool, thin)
             except BaseException:

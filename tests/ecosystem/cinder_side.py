@@ -77,15 +77,16 @@ def ctxt() -> Any:
     return cinder_context.RequestContext("user", "project", is_admin=True)
 
 
-def volume_service(backend: str, host: str) -> Any:
-    """A cinder-volume service for one backend section, started as Cinder starts it."""
-    service = objects.Service(ctxt(), host=host, binary="cinder-volume",
+def volume_service(backend: str, host: str, cluster: str | None = None) -> Any:
+    """A cinder-volume service for one backend section, started as Cinder starts it
+    (``cluster``: a member of that active-active cluster)."""
+    service = objects.Service(ctxt(), host=host, binary="cinder-volume", cluster_name=cluster,
                               topic="cinder-volume", report_count=0,
                               availability_zone="nova",
                               rpc_current_version=volume_rpcapi.VolumeAPI.RPC_API_VERSION,
                               object_current_version=objects.base.OBJ_VERSIONS.get_current())
     service.create()
-    manager = volume_manager.VolumeManager(service_name=backend, host=host)
+    manager = volume_manager.VolumeManager(service_name=backend, host=host, cluster=cluster)
     manager.init_host(service_id=service.id)
     return manager
 
@@ -170,7 +171,8 @@ def run_manager(workdir: Path) -> dict[str, Any]:
     conf = kit.configuration
     out["kit_config"] = {name: getattr(conf, name) for name in (
         "backend", "volume_backend_name", "max_over_subscription_ratio",
-        "reserved_percentage", "over_provisioning_calculation", "lock_path")}
+        "reserved_percentage", "over_provisioning_calculation", "lock_path",
+        "coordination_backend_url")}
     out["kit_config"]["volume_group"] = conf.get("volume_group")
     out["kit_config"]["lvm_thin_pool_name"] = conf.get("lvm_thin_pool_name")
     out["capabilities_before"] = reported(manager)

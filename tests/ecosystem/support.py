@@ -99,8 +99,12 @@ def backup_options(directory: Path) -> dict[str, Any]:
 
 def write_cinder_conf(workdir: Path, sections: dict[str, dict[str, Any]],
                       backend_defaults: dict[str, Any] | None = None,
-                      defaults: dict[str, Any] | None = None) -> Path:
-    """A cinder.conf for Cinder run from ``workdir``: SQLite, fake messaging, our backends."""
+                      defaults: dict[str, Any] | None = None,
+                      coordination_url: str | None = None) -> Path:
+    """A cinder.conf for Cinder run from ``workdir``: SQLite, fake messaging, our backends.
+
+    ``[coordination] backend_url`` is ``coordination_url``, or a directory of ``workdir``.
+    """
     lines = ["[DEFAULT]", f"enabled_backends = {','.join(sections)}",
              "transport_url = fake:/", f"state_path = {workdir / 'state'}",
              # a backend that fails setup is retried after 2**n s; not here
@@ -108,7 +112,8 @@ def write_cinder_conf(workdir: Path, sections: dict[str, dict[str, Any]],
              *(f"{k} = {_ini_value(v)}" for k, v in (defaults or {}).items()),
              "[database]", f"connection = sqlite:///{workdir / 'cinder.sqlite'}",
              "[oslo_concurrency]", f"lock_path = {workdir / 'cinder-locks'}",
-             "[coordination]", f"backend_url = file://{workdir / 'coordination'}"]
+             "[coordination]",
+             f"backend_url = {coordination_url or 'file://' + str(workdir / 'coordination')}"]
     if backend_defaults:
         lines.append("[backend_defaults]")
         lines += [f"{k} = {_ini_value(v)}" for k, v in backend_defaults.items()]

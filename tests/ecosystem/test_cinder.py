@@ -49,6 +49,30 @@ def test_adapter_imports_without_cinder() -> None:
     assert "pip install 'driver-kit[cinder]'" in proc.stdout
 
 
+def test_the_adapter_takes_cinders_coordination_url_when_set_or_clustered(
+        tmp_path: Path) -> None:
+    """Cinder's default URL on a lone host is left to the file lock; set or clustered, used."""
+    code = ("import sys; sys.modules['cinder'] = None\n"
+            "from oslo_config import cfg\n"
+            "import contrib.cinder_adapter as a\n"
+            "cfg.CONF.register_opt(cfg.StrOpt('state_path', default='/var/lib/cinder'))\n"
+            "cfg.CONF.register_opt(cfg.StrOpt('backend_url', default='file://$state_path'),"
+            " group='coordination')\n"
+            "cfg.CONF(sys.argv[1:], default_config_files=[])\n"
+            "print(a._cinder_coordination_url(False), a._cinder_coordination_url(True))\n")
+    conf = tmp_path / "cinder.conf"
+    conf.write_text("[coordination]\nbackend_url = etcd3+http://etcd1:2379\n")
+
+    def urls(*argv: str) -> str:
+        proc = subprocess.run([sys.executable, "-W", "error", "-c", code, *argv], cwd=REPO,
+                              capture_output=True, text=True, timeout=60)
+        assert proc.returncode == 0, proc.stderr
+        return proc.stdout.strip()
+
+    assert urls() == "None file:///var/lib/cinder"
+    assert urls("--config-file", str(conf)) == " ".join(["etcd3+http://etcd1:2379"] * 2)
+
+
 # ---------------------------------------------------------------- (a) scheduler
 
 def _scheduler_backends(tmp: Path) -> list[SimBackend]:
@@ -203,13 +227,14 @@ def test_volume_manager_loads_the_adapter_from_cinder_conf(
     assert cinder_manager["kit_class"] == "lvm_driver.driver.ThinLVMDriver"
     assert cinder_manager["initialized"] is True
     # options come from the backend section, with Cinder's [backend_defaults] fallback
-    # and Cinder's own lock path when the section names none
+    # and Cinder's own lock path and coordination URL when the section names none
     assert cinder_manager["kit_config"] == {
         "backend": "kit-lvm", "volume_backend_name": "kit-lvm",
         "max_over_subscription_ratio": 2.0, "reserved_percentage": 7,
         "over_provisioning_calculation": "standard", "volume_group": "kitvg",
         "lvm_thin_pool_name": "kitpool",
-        "lock_path": str(Path(cinder_manager["tmp"]) / "cinder-locks")}
+        "lock_path": str(Path(cinder_manager["tmp"]) / "cinder-locks"),
+        "coordination_backend_url": f"file://{Path(cinder_manager['tmp']) / 'coordination'}"}
     caps = cinder_manager["capabilities_before"]
     assert caps["volume_backend_name"] == "kit-lvm"
     pool = caps["pools"][0]

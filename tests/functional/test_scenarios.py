@@ -140,17 +140,24 @@ def _racer(overrides, index, queue):
     queue.put(admitted)
 
 
-def test_processes_racing_near_the_cap(lab):
-    lab.lvm("lvcreate", "-T", "-V", "1g", "-n", "base", f"{lab.vg_name}/pool")
+def race(overrides_per_process):
+    """One process per overrides making two 1 GiB creates at once; the names admitted."""
     ctx = multiprocessing.get_context("fork")
     queue = ctx.Queue()
-    procs = [ctx.Process(target=_racer, args=(lab.overrides(), i, queue)) for i in range(4)]
+    procs = [ctx.Process(target=_racer, args=(overrides, i, queue))
+             for i, overrides in enumerate(overrides_per_process)]
     for p in procs:
         p.start()
     admitted = [name for _ in procs for name in queue.get(timeout=600)]
     for p in procs:
         p.join(60)
         assert p.exitcode == 0
+    return admitted
+
+
+def test_processes_racing_near_the_cap(lab):
+    lab.lvm("lvcreate", "-T", "-V", "1g", "-n", "base", f"{lab.vg_name}/pool")
+    admitted = race([lab.overrides()] * 4)
     assert len(admitted) == 3  # cap 4 GiB, 1 taken; 8 attempts
     racers = {n for n in lab.lv_names() if n.startswith("race-")}
     assert racers == set(admitted)

@@ -3,7 +3,10 @@
 Each "host" is a process with its OWN lock directory, so file locks cannot help;
 they create into one shared backend file near the cap. Without a coordination
 URL they over-commit; with etcd (tooz) they never do. A holder SIGKILLed keeps
-nobody out past its lease; etcd stopped refuses creates naming the URL.
+nobody out past its lease; etcd stopped refuses creates naming the URL. A lock
+lost between the admission read and the backend command (its lease revoked, or
+etcd stopped, by a hook run right after the read) refuses the request: nothing
+is created or grown.
 """
 
 import multiprocessing
@@ -11,8 +14,11 @@ import os
 import shutil
 import signal
 import time
+from urllib.parse import urlsplit
 
+import etcd3gw
 import pytest
+from etcd3gw.lease import Lease
 
 from driver_kit import CapacityExceeded, load_backend_config
 from driver_kit.exceptions import CoordinationError
@@ -132,4 +138,81 @@ def test_etcd_stopped_refuses_creates_naming_the_url_and_stats_work(etcd, tmp_pa
     with pytest.raises(CoordinationError, match=url.split("/?")[0].split("+", 1)[1]):
         driver.create_volume("during", 1)
     assert "during" not in (tmp_path / "vols").read_text()
+    assert driver.get_volume_stats(refresh=True)["pools"]
+
+
+class HookedDriver(SlowFileDriver):
+    """Runs ``after_read`` once, right after the next admission read (a test hook)."""
+
+    after_read = None
+
+    def backend_read_pools(self):
+        pools = super().backend_read_pools()
+        hook, self.after_read = self.after_read, None
+        if hook is not None:
+            hook()
+        return pools
+
+    def backend_extend_volume(self, name, new_size_gb):
+        sizes = dict(self._load(), **{name: str(new_size_gb)})
+        with open(self.path, "w") as f:
+            f.writelines(f"{k} {v}\n" for k, v in sizes.items())
+
+
+def _revoke_lock_leases(url):
+    """End the lease of every tooz lock on the etcd at ``url``, as an expiry would."""
+    where = urlsplit(url.split("+", 1)[1])
+    client = etcd3gw.client(host=where.hostname, port=where.port)
+    held = client.get_prefix("/tooz/locks")
+    assert held, "the admission lock should be held during the read"
+    for _, meta in held:
+        Lease(int(meta["lease"]), client).revoke()
+
+
+def _hooked(tmp_path, url):
+    (tmp_path / "vols").write_text("base 1\n")
+    overrides = {"lock_path": str(tmp_path / "locks"), "max_over_subscription_ratio": "2.0",
+                 "coordination_backend_url": url}
+    driver = HookedDriver(load_backend_config(overrides=overrides), str(tmp_path / "vols"))
+    driver.delay_s = 0
+    return driver
+
+
+def _sizes(tmp_path):
+    return dict(line.split() for line in (tmp_path / "vols").read_text().splitlines()
+                if line.strip())
+
+
+@pytest.mark.parametrize("operation", ["create", "extend"])
+def test_a_lease_lost_after_the_read_refuses_the_command_and_changes_nothing(
+        etcd, tmp_path, operation):
+    url, _ = etcd
+    driver = _hooked(tmp_path, url)
+    driver.create_volume("v", 1)
+    driver.after_read = lambda: _revoke_lock_leases(url)
+    with pytest.raises(CoordinationError, match="lost"):
+        if operation == "create":
+            driver.create_volume("late", 1)
+        else:
+            driver.extend_volume("v", 3)
+    assert _sizes(tmp_path) == {"base": "1", "v": "1"}
+    # the lost lock is let go: the next request takes it anew and reads afresh
+    driver.extend_volume("v", 2)
+    driver.create_volume("after", 1)
+    assert _sizes(tmp_path) == {"base": "1", "v": "2", "after": "1"}
+
+
+def test_etcd_stopped_after_the_read_refuses_naming_the_url_and_creates_nothing(
+        etcd, tmp_path):
+    url, proc = etcd
+    driver = _hooked(tmp_path, url)
+
+    def stop_etcd():
+        proc.kill()
+        proc.wait()
+
+    driver.after_read = stop_etcd
+    with pytest.raises(CoordinationError, match=urlsplit(url.split("+", 1)[1]).netloc):
+        driver.create_volume("during", 1)
+    assert _sizes(tmp_path) == {"base": "1"}
     assert driver.get_volume_stats(refresh=True)["pools"]
