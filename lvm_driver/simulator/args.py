@@ -53,6 +53,17 @@ REPORT_OPTIONS = opts("-o --options=", "--reportformat=", "--units=", "--nosuffi
 _UNSUPPORTED = {"select", "sort", "resizefs", "chunksize"}
 
 
+
+def _value(attached: str | None, items: Sequence[str], i: int,
+           missing: str) -> tuple[str, int]:
+    """An option's value: the one attached to it (``--size=1G``, ``-L1G``), else the
+    next item; with the index of the item after it. ``missing``: the error without."""
+    if attached is not None:
+        return attached, i
+    if i < len(items):
+        return items[i], i + 1
+    raise parse_error(missing)
+
 def parse_args(command: str, argv: Sequence[str],
                spec: dict[str, tuple[str, bool]]) -> Args:
     """``argv`` of ``command`` read with its option table ``spec`` (see ``opts``)."""
@@ -75,13 +86,8 @@ def parse_args(command: str, argv: Sequence[str],
                 raise parse_error(f"{command}: unrecognized option '{name}'")
             key, takes_value = spec[name]
             if takes_value:
-                if eq:
-                    value = inline
-                elif i < len(items):
-                    value = items[i]
-                    i += 1
-                else:
-                    raise parse_error(f"{command}: option '{name}' requires an argument")
+                value, i = _value(inline if eq else None, items, i,
+                                  f"{command}: option '{name}' requires an argument")
                 args.values.setdefault(key, []).append(value)
             else:
                 if eq:
@@ -97,13 +103,9 @@ def parse_args(command: str, argv: Sequence[str],
                 raise parse_error(f"{command}: invalid option -- '{letter}'")
             key, takes_value = spec[option]
             if takes_value:
-                if cluster:
-                    value, cluster = cluster, ""
-                elif i < len(items):
-                    value = items[i]
-                    i += 1
-                else:
-                    raise parse_error(f"{command}: option requires an argument -- '{letter}'")
+                value, i = _value(cluster or None, items, i,
+                                  f"{command}: option requires an argument -- '{letter}'")
+                cluster = ""
                 args.values.setdefault(key, []).append(value)
             else:
                 args.values.setdefault(key, []).append("")

@@ -368,12 +368,17 @@ def test_a_clean_up_does_not_take_a_report_without_the_lv_for_its_absence(sim, t
     assert "volume-a" not in lvs(sim)
 
 
-def test_a_clean_up_outlasts_a_backend_failing_seven_times_in_a_row(sim, tmp_path):
-    driver = make(tmp_path)
+def _create_failing_after_lvm_made_it(sim, driver, lvremove_failures: int) -> None:
+    """A create whose lvcreate crashes after making the LV, and whose clean-up meets
+    ``lvremove_failures`` failed removals in a row."""
     sim.inject("lvcreate", fail_after_apply=True, exit_code=139)
-    sim.inject("lvremove", exit_code=5, times=7)
+    sim.inject("lvremove", exit_code=5, times=lvremove_failures)
     with pytest.raises(BackendError):
         driver.create_volume("volume-a", 1)
+
+
+def test_a_clean_up_outlasts_a_backend_failing_seven_times_in_a_row(sim, tmp_path):
+    _create_failing_after_lvm_made_it(sim, make(tmp_path), 7)
     assert "volume-a" not in lvs(sim)
 
 
@@ -381,10 +386,7 @@ def test_a_clean_up_out_of_rounds_is_finished_by_the_next_create(sim, tmp_path):
     """LVM fails every round of the clean-up: the LV stays, counted, until the driver's
     next create removes it (the retried create of the same name succeeds)."""
     driver = make(tmp_path)
-    sim.inject("lvcreate", fail_after_apply=True, exit_code=139)
-    sim.inject("lvremove", exit_code=5, times=8)
-    with pytest.raises(BackendError):
-        driver.create_volume("volume-a", 1)
+    _create_failing_after_lvm_made_it(sim, driver, 8)
     assert "volume-a" in lvs(sim)
     assert driver.get_volume_stats(refresh=True)["pools"][0]["provisioned_capacity_gb"] == 1
     driver.create_volume("volume-a", 2)  # the retry: the leftover goes first
@@ -393,10 +395,7 @@ def test_a_clean_up_out_of_rounds_is_finished_by_the_next_create(sim, tmp_path):
 
 def test_an_unfinished_clean_up_never_removes_a_later_volume_of_that_name(sim, tmp_path):
     driver = make(tmp_path)
-    sim.inject("lvcreate", fail_after_apply=True, exit_code=139)
-    sim.inject("lvremove", exit_code=5, times=8)
-    with pytest.raises(BackendError):
-        driver.create_volume("volume-a", 1)
+    _create_failing_after_lvm_made_it(sim, driver, 8)
     driver.delete_volume("volume-a")       # the errored volume's delete, as Cinder's
     driver.create_volume("volume-a", 3)    # a new volume of that name
     driver.create_volume("volume-b", 1)    # the next create finishes the clean-up
