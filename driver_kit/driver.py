@@ -17,9 +17,7 @@ extend, find a volume; snapshots and clones optionally). In return:
 from __future__ import annotations
 
 import abc
-import json
 import logging
-import math
 import threading
 from dataclasses import dataclass
 from typing import Any, Callable, Mapping, Sequence
@@ -30,6 +28,7 @@ from driver_kit.config import BackendConfig, load_backend_config
 from driver_kit.exceptions import (BackendTimeout, BackendUnavailable, CapacityExceeded,
                                    InvalidInput, InvalidSize, PoolNotFound,
                                    SnapshotNotFound, VolumeNotFound)
+from driver_kit.notifications import Notifier, log_notifier, notify_capacity
 from driver_kit.stats import (BackendStats, PoolFacts, PoolStats, build_pool_stats,
                               down_pool_stats, validate_stats)
 from driver_kit.units import GiB, parse_size_gb
@@ -38,14 +37,6 @@ LOG = logging.getLogger(__name__)
 
 __all__ = ["VolumeDriver", "VolumeInfo", "Notifier", "log_notifier", "validate_size_gb",
            "provisioning_type"]
-
-Notifier = Callable[[str, dict[str, Any]], None]
-
-
-def log_notifier(event_type: str, payload: dict[str, Any]) -> None:
-    """Default notifier: one structured WARNING line per notification."""
-    LOG.warning("capacity notification %s %s", event_type, json.dumps(payload, sort_keys=True))
-
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class VolumeInfo:
@@ -290,33 +281,8 @@ class VolumeDriver(abc.ABC):
             reason = "report failed validation: " + "; ".join(map(str, violations))
             LOG.error("%s: %s", conf.backend, reason)
             report["pools"] = [down_pool_stats(p.pool_name, reason).to_dict() for p in pools]
-        self._notify(pools)
+        notify_capacity(self.configuration, pools, self.notifier)
         return report
-
-    def _notify(self, pools: Sequence[PoolStats]) -> None:
-        conf = self.configuration
-        for pool in pools:
-            if pool.backend_state != "up" or pool.total_capacity_gb <= 0:
-                continue
-            payload = {"backend": conf.volume_backend_name, "pool_name": pool.pool_name,
-                       "total_capacity_gb": pool.total_capacity_gb,
-                       "free_capacity_gb": pool.free_capacity_gb,
-                       "provisioned_capacity_gb": pool.provisioned_capacity_gb,
-                       "total_used_capacity_gb": pool.total_used_capacity_gb,
-                       "max_over_subscription_ratio": pool.max_over_subscription_ratio,
-                       "reserved_percentage": pool.reserved_percentage}
-            thin = [f for f in pool.capacity_factors if f["provisioned_type"] == "thin"]
-            # the cap is the thin factors' (total - reserved) * ratio, as Cinder computes it
-            limit = thin[0]["total_available_capacity"] * \
-                conf.capacity_warning_provisioned_percent / 100 if thin else math.inf
-            if pool.provisioned_capacity_gb > limit:
-                self.notifier("capacity.provisioned_over_limit",
-                              dict(payload, limit_gb=round(limit, 2)))
-            used_percent = pool.total_used_capacity_gb / pool.total_capacity_gb * 100
-            if used_percent > conf.capacity_warning_used_percent:
-                self.notifier("capacity.used_over_threshold",
-                              dict(payload, used_percent=round(used_percent, 2),
-                                   threshold_percent=conf.capacity_warning_used_percent))
 
     # -------------------------------------------------------------- admission
     def _choose_pool(self, facts: Sequence[PoolFacts], pool_name: str | None,
