@@ -170,6 +170,9 @@ class Campaign:
                    "lvm_command_timeout": conf["timeout_s"], "stats_timeout": conf["timeout_s"],
                    "lvm_offer_thick": True,
                    "lvm_backend": "simulator" if self.sim else "real",
+                   # real LVM runs in the VM lane, its PV a sparse file in guest RAM:
+                   # thick deletes wipe their first MiB only (the whole LV would fill it)
+                   **({} if self.sim else {"volume_clear_size": 1}),
                    "lvm_simulator_state_file": self.state_file}}
         with open(os.path.join(self.run_dir, "config.json"), "w", encoding="utf-8") as handle:
             json.dump(cfg, handle, indent=1)

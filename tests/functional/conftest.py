@@ -56,6 +56,10 @@ class Lab:
                 "max_over_subscription_ratio": "2.0", "lvm_command_timeout": 120.0,
                 "lvm_backend": self.kind if self.kind == "real" else "simulator",
                 "lvm_simulator_state_file": self.state_file}
+        if self.kind == "real":
+            # the VM lane's PV is a sparse file in guest RAM: wiping a whole thick GiB
+            # on every delete would fill it (dd then fails with EIO); 16 MiB is wiped
+            base["volume_clear_size"] = 16
         base.update(extra)
         return base
 
