@@ -4,8 +4,9 @@
 #   2. every host test: unit, Cinder agreement, simulator functional scenarios,
 #      compliance harness, the fault campaign at CI size (pytest, warnings as
 #      errors, zero tests = failure);
-#   3. the real-LVM lane: the functional scenarios and a short fault campaign
-#      on a real thin pool inside a VM (tests/realvm). Needs root; installs its Debian packages itself.
+#   3. the real-LVM lane: the functional scenarios, the compliance harness, a short
+#      fault campaign and the iSCSI attach round trip (LIO + open-iscsi) on a
+#      real thin pool inside a VM (tests/realvm). Needs root; installs its Debian packages itself.
 #      Under CI=true it is mandatory; elsewhere, without root, it is skipped
 #      with one loud line saying why.
 # Results (JUnit XML) go to test-results/.
@@ -56,6 +57,7 @@ else
     # the lane grew (harness tour, campaign): give the VM room under TCG
     DK_REALVM_TIMEOUT="${DK_REALVM_TIMEOUT:-3600}" \
         bash tests/realvm/run_in_vm.sh -- .venv/bin/python -m pytest tests/functional tests/compliance tests/campaign \
+        tests/ecosystem/test_cinder_realvm.py \
         -m realvm -p no:cacheprovider --junitxml=test-results/realvm.xml -v
 fi
 echo "run-tests: all lanes passed"

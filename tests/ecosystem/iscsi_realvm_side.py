@@ -83,7 +83,11 @@ def main(workdir: Path) -> dict[str, Any]:
         return result
 
     def brick() -> tuple[Any, str]:
+        from oslo_concurrency import lockutils
+
         from os_brick import privileged
+        # os-brick serialises connect/disconnect with external locks, as on Nova's host
+        lockutils.set_defaults(str(workdir / "brick-locks"))
         from os_brick.initiator import connector
         privileged.default.set_client_mode(False)  # root in the VM: no privsep daemon
         props = connector.get_connector_properties(None, "127.0.0.1", False, False)
@@ -116,16 +120,18 @@ def main(workdir: Path) -> dict[str, Any]:
 
     def attach_cycle(write: bool) -> dict[str, Any]:
         _run(lio_commands.export(device, VOLUME, USER, PASSWORD, "127.0.0.1"))
-        _run(lio_commands.allow(VOLUME, USER, PASSWORD, initiator))
-        attached = iscsi.connect_volume(dict(data))
-        try:
-            result = {"path": attached["path"], "read": _read(attached["path"])}
-            if write:
-                _write(attached["path"])
-                result["read_after_write"] = _read(attached["path"])
+        try:  # whatever fails, the target goes, so the LV is not left in use
+            _run(lio_commands.allow(VOLUME, USER, PASSWORD, initiator))
+            attached = iscsi.connect_volume(dict(data))
+            try:
+                result = {"path": attached["path"], "read": _read(attached["path"])}
+                if write:
+                    _write(attached["path"])
+                    result["read_after_write"] = _read(attached["path"])
+            finally:
+                iscsi.disconnect_volume(dict(data), attached)
+                _run(lio_commands.deny(VOLUME, initiator))
         finally:
-            iscsi.disconnect_volume(dict(data), attached)
-            _run(lio_commands.deny(VOLUME, initiator))
             _run(lio_commands.remove(VOLUME))
         sessions = subprocess.run(["iscsiadm", "-m", "session"], capture_output=True,
                                   text=True, timeout=60)
