@@ -246,6 +246,10 @@ class LVMShell:
     def run(self, argv: Sequence[str], timeout_s: float) -> CommandResult:
         """Run one report command in the shell (the caller holds ``lock``)."""
         line = _command_line(argv)
+        if self._proc is not None and self._proc.poll() is not None:
+            LOG.info("The lvm shell (pid %d) exited with code %s while idle: starting "
+                     "another", self._proc.pid, self._proc.returncode)
+            self.stop(graceful=False)
         self.start()
         proc = self._proc
         assert proc is not None and proc.stdin is not None
