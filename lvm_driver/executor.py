@@ -321,7 +321,8 @@ class LVMExecutor:
         if self._session is not None:
             self._session.close()
 
-    def _started(self, argv: tuple[str, ...]) -> None:
+    def _started(self, argv: tuple[str, ...], env: dict[str, str]) -> None:
+        """Counts an lvm shell's start (started with ``env``) as one process."""
         with self._lock:
             self._commands_run += 1
             self._history.append(argv)
@@ -347,6 +348,11 @@ class LVMExecutor:
     def helper_argv(self, argv: Sequence[str], *, lvm_env: bool = True) -> list[str]:
         """The argv a root helper (sudo, rootwrap) receives for ``run(argv, lvm_env=...)``."""
         return helper_command(argv, self.environment() if lvm_env else {})
+
+    @staticmethod
+    def shell_helper_argv(env: dict[str, str]) -> list[str]:
+        """The argv a root helper receives to start an lvm shell with ``env``."""
+        return helper_command(["lvm"], env, SHELL_ENV_KEYS)
 
     def run(self, argv: Sequence[str], *, readonly: bool,
             timeout_s: float | None = None, lvm_env: bool = True) -> CommandResult:

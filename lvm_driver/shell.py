@@ -195,8 +195,9 @@ class LVMShell:
         #: processes started, and commands run through them, over this object's life
         self.starts = 0
         self.commands_run = 0
-        #: the argv of the last process started
+        #: the argv and environment of the last process started
         self.argv: tuple[str, ...] = ()
+        self.started_env: dict[str, str] = {}
 
     @property
     def pid(self) -> int | None:
@@ -238,7 +239,7 @@ class LVMShell:
         for fd in self._fds():
             os.set_blocking(fd, False)
         self.starts += 1
-        self.argv = tuple(argv)
+        self.argv, self.started_env = tuple(argv), env
         self._served = 0
         self._rss_baseline = None
         LOG.debug("Started an lvm shell (pid %d)", self._proc.pid)
@@ -414,7 +415,8 @@ class ReadSession:
     busy past the command's timeout."""
 
     def __init__(self, start: ShellStart, system_dir: str, *, max_commands: int,
-                 on_start: Callable[[tuple[str, ...]], None], retry_s: float = 60.0):
+                 on_start: Callable[[tuple[str, ...], dict[str, str]], None],
+                 retry_s: float = 60.0):
         self._start = start
         self._system_dir = system_dir
         self.max_commands = max_commands
@@ -468,7 +470,7 @@ class ReadSession:
                 return None
             finally:
                 for _ in range(shell.starts - starts):
-                    self._on_start(shell.argv)
+                    self._on_start(shell.argv, shell.started_env)
         finally:
             shell.lock.release()
         with self._lock:
