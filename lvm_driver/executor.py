@@ -32,10 +32,12 @@ import time
 import weakref
 from collections import deque
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from typing import Final, TypeAlias
 
-from driver_kit.exceptions import AlreadyExists, BackendError, BackendTimeout, NotFound
+from driver_kit.exceptions import AlreadyExists, NotFound
+
+from lvm_driver.command import CommandResult, LVMError, LVMTimeoutError
+from lvm_driver.command import quote as _quote
 
 __all__ = [
     "CommandResult", "Runner", "ProcessRunner", "LVMExecutor",
@@ -72,20 +74,6 @@ _NOT_FOUND = re.compile(
 _ALREADY_EXISTS = re.compile(r"already exists")
 
 
-@dataclass(frozen=True, slots=True)
-class CommandResult:
-    """What one process did: its argv, exit code and decoded output."""
-
-    argv: tuple[str, ...]
-    exit_code: int
-    stdout: str
-    stderr: str
-
-    def __post_init__(self) -> None:
-        if not isinstance(self.argv, tuple):
-            object.__setattr__(self, "argv", tuple(self.argv))
-
-
 #: Starts one process for ``argv`` with exactly ``env``; returns its result
 #: whatever the exit code, raises ``LVMTimeoutError`` past ``timeout_s``.
 Runner: TypeAlias = Callable[[list[str], dict[str, str], float], CommandResult]
@@ -98,14 +86,6 @@ def helper_command(argv: Sequence[str], env: dict[str, str],
     ``argv`` without."""
     passed = [f"{key}={env[key]}" for key in keys if key in env]
     return ["env", *passed, *argv] if passed else list(argv)
-
-
-def _quote(argv: Sequence[str]) -> str:
-    return " ".join(shlex.quote(arg) for arg in argv)
-
-
-class LVMError(BackendError):
-    """Root of the LVM driver's backend errors."""
 
 
 class LVMCommandError(LVMError):
@@ -139,20 +119,6 @@ class LVMVolumeGroupNotFoundError(LVMNotFoundError):
 
 class LVMAlreadyExistsError(LVMCommandError, AlreadyExists):
     """LVM refused a create or rename because the name is taken."""
-
-
-class LVMTimeoutError(LVMError, BackendTimeout):
-    """An LVM command did not finish within its timeout and was stopped."""
-
-    def __init__(self, argv: Sequence[str], timeout_s: float):
-        self.argv = tuple(argv)
-        self.timeout_s = timeout_s
-        super().__init__(
-            f"LVM command `{_quote(self.argv)}` did not finish within "
-            f"{timeout_s:g} s")
-
-    def __reduce__(self):
-        return (type(self), (self.argv, self.timeout_s))
 
 
 class LVMOutputError(LVMError):
@@ -294,7 +260,7 @@ class LVMExecutor:
                     session_max_commands, int) or session_max_commands < 1:
                 raise ValueError("session_max_commands must be an int >= 1, got "
                                  f"{session_max_commands!r}")
-            from lvm_driver.shell import ReadSession  # it builds on this module
+            from lvm_driver.read_session import ReadSession  # loaded only when used
             system_dir = lvm_system_dir or os.environ.get("LVM_SYSTEM_DIR") or "/etc/lvm"
             self._session = ReadSession(start, system_dir, on_start=self._started,
                                         max_commands=session_max_commands)

@@ -226,10 +226,9 @@ class ScriptedShellRunner:
 
 
 class TestProtocolFaults:
-    def test_garbage_on_the_report_channel_restarts_the_shell(self, sim, executors):
+    def test_garbage_on_the_report_channel_restarts_the_shell(self, sim):
         good = document(sim.run(VolumeGroup(VG, executor=sim.executor()).report_argv()))
         runner = ScriptedShellRunner(sim, good, "Segmentation fault (core dumped)\n")
-        executor = executors()
         executor = LVMExecutor(runner=runner, read_session=True, timeout_s=30)
         try:
             first = _report(executor)
