@@ -22,6 +22,7 @@ Any surprise (end of file, text that is not LVM's, no status) raises
 
 from __future__ import annotations
 
+import fcntl
 import json
 import logging
 import os
@@ -73,6 +74,7 @@ _LOG_KEY: Final = '"log": ['
 _LOG_SEPARATOR: Final = '\n      ,\n      "log": ['
 _ECMD_PROCESSED: Final = 1
 _READ_BYTES: Final = 1 << 20
+_PIPE_BYTES: Final = 1 << 20
 _RSS_CHECK_EVERY: Final = 16
 _UNSAFE = frozenset(" \t\n\r\"'\\")
 
@@ -225,6 +227,10 @@ class LVMShell:
         if fds_survive:
             self._report_fd, write_fd = os.pipe()
             env["LVM_REPORT_FD"] = str(write_fd)
+            try:  # fewer, larger reads of a large report
+                fcntl.fcntl(self._report_fd, fcntl.F_SETPIPE_SZ, _PIPE_BYTES)
+            except OSError:
+                pass
         try:
             self._proc = subprocess.Popen(
                 argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
@@ -299,9 +305,13 @@ class LVMShell:
                 chunks[fd].append(data)
             if doc_fd not in ready:
                 continue
-            doc = _strip_prompts(b"".join(chunks[doc_fd]).decode(errors="replace"))
-            if doc and not "  {".startswith(doc[:3]):
-                raise ShellError(f"the lvm shell printed {doc[:60]!r}, not a report")
+            parts = chunks[doc_fd]
+            head = _strip_prompts(parts[0][:64].decode(errors="replace"))
+            if head and not "  {".startswith(head[:3]):
+                raise ShellError(f"the lvm shell printed {head!r}, not a report")
+            if not parts[-1].rstrip(_PROMPT.encode()).endswith(b"}\n"):
+                continue  # cheap: only a chunk ending as a document ends is looked at
+            doc = _strip_prompts(b"".join(parts).decode(errors="replace"))
             log = _finished(doc)
             if log is None:
                 continue
