@@ -152,6 +152,16 @@ class TestThroughTheSimulatorShell:
             _report(shell)
         assert (shell.commands_run, shell.shell_commands_run) == (3, 5)
 
+    def test_a_shell_whose_memory_grew_past_the_limit_is_replaced(self, executors):
+        shell = executors(read_session=True)
+        _report(shell)  # its memory is measured after its first report
+        shell.session.shell.max_rss_growth_bytes = -1  # any size is too much
+        for _ in range(16):  # ...and again every 16 reports: then it is stopped
+            _report(shell)
+        assert shell.session.shell.pid is None
+        _report(shell)
+        assert (shell.commands_run, shell.shell_commands_run) == (2, 18)
+
     def test_reads_from_many_threads_share_one_shell(self, executors):
         shell = executors(read_session=True)
         expected = _report(shell).stdout
