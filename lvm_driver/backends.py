@@ -26,6 +26,13 @@ BACKEND_OPTS = [
                help="'real' runs LVM; 'simulator' runs the embedded LVM simulator."),
     cfg.StrOpt("lvm_simulator_state_file",
                help="JSON state file of the simulator (shared by every process using it)."),
+    cfg.BoolOpt("lvm_read_session",
+                help="Run LVM's reports (the stats and admission reads) in one long-lived "
+                     "lvm shell per backend instead of one process each; writes always "
+                     "start their own process. Unset: on for real LVM, off for the "
+                     "simulator (which offers it only with lvm_simulator_state_file)."),
+    cfg.IntOpt("lvm_read_session_max_commands", default=10_000, min=1,
+               help="Reports one lvm shell answers before it is replaced by a new one."),
     cfg.IntOpt("lvm_simulator_vg_size_gb", default=100, min=1,
                help="Size of the volume group the simulator creates when its state has "
                     "none (stands for the operator's vgcreate)."),
@@ -34,16 +41,20 @@ BACKEND_OPTS = [
 
 def make_executor(conf: BackendConfig) -> LVMExecutor:
     """The executor ``conf`` asks for: LVM's environment (``lvm_conf_file``), root
-    helper and timeout, running real LVM or, with ``lvm_backend = simulator``, the
+    helper, timeout and read session, running real LVM or, with ``lvm_backend = simulator``, the
     simulator, which then also stands for the operator's ``vgcreate``."""
     root_helper = conf.get("lvm_root_helper")
     if root_helper is None:
         root_helper = None if os.geteuid() == 0 else "sudo"
     conf_file = conf.get("lvm_conf_file")
+    simulated = conf.get("lvm_backend", "real") == "simulator"
+    session = conf.get("lvm_read_session")
     settings = {"root_helper": root_helper or None,
                 "lvm_system_dir": os.path.dirname(conf_file) if conf_file else None,
-                "timeout_s": conf.get("lvm_command_timeout", 120.0)}
-    if conf.get("lvm_backend", "real") != "simulator":
+                "timeout_s": conf.get("lvm_command_timeout", 120.0),
+                "read_session": not simulated if session is None else session,
+                "session_max_commands": conf.get("lvm_read_session_max_commands", 10_000)}
+    if not simulated:
         return LVMExecutor(**settings)
     from lvm_driver.simulator import LVMSimulator  # only simulated backends load it
     simulator = LVMSimulator(state_file=conf.get("lvm_simulator_state_file"))

@@ -29,18 +29,22 @@ import shlex
 import subprocess
 import threading
 import time
+import weakref
 from collections import deque
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from typing import Final, TypeAlias
 
-from driver_kit.exceptions import AlreadyExists, BackendError, BackendTimeout, NotFound
+from driver_kit.exceptions import AlreadyExists, NotFound
+
+from lvm_driver.command import CommandResult, LVMError, LVMTimeoutError
+from lvm_driver.command import quote as _quote
 
 __all__ = [
     "CommandResult", "Runner", "ProcessRunner", "LVMExecutor",
     "LVMError", "LVMCommandError", "LVMNotFoundError",
     "LVMVolumeGroupNotFoundError", "LVMAlreadyExistsError", "LVMTimeoutError",
-    "LVMOutputError", "error_for", "helper_command", "LVM_ENV_KEYS",
+    "LVMOutputError", "error_for", "helper_command", "LVM_ENV_KEYS", "SHELL_ENV_KEYS",
+    "REPORT_COMMANDS",
     "EXIT_INVALID_CMD_LINE", "EXIT_FAILED", "EXIT_SEGFAULT",
 ]
 
@@ -54,6 +58,10 @@ EXIT_SEGFAULT: Final = 139
 
 #: The variables the executor sets; a root helper must pass them through.
 LVM_ENV_KEYS: Final = ("LC_ALL", "LVM_SUPPRESS_FD_WARNINGS", "LVM_SYSTEM_DIR")
+#: ...and those of the lvm shell (``lvm_driver.shell``): HOME=/dev/null, no history file.
+SHELL_ENV_KEYS: Final = ("HOME", *LVM_ENV_KEYS)
+#: LVM's reports, the commands a read session runs (``lvm fullreport`` by subcommand).
+REPORT_COMMANDS: Final = frozenset({"lvs", "vgs", "pvs", "fullreport"})
 
 _HISTORY_LENGTH: Final = 10_000
 
@@ -66,38 +74,18 @@ _NOT_FOUND = re.compile(
 _ALREADY_EXISTS = re.compile(r"already exists")
 
 
-@dataclass(frozen=True, slots=True)
-class CommandResult:
-    """What one process did: its argv, exit code and decoded output."""
-
-    argv: tuple[str, ...]
-    exit_code: int
-    stdout: str
-    stderr: str
-
-    def __post_init__(self) -> None:
-        if not isinstance(self.argv, tuple):
-            object.__setattr__(self, "argv", tuple(self.argv))
-
-
 #: Starts one process for ``argv`` with exactly ``env``; returns its result
 #: whatever the exit code, raises ``LVMTimeoutError`` past ``timeout_s``.
 Runner: TypeAlias = Callable[[list[str], dict[str, str], float], CommandResult]
 
 
-def helper_command(argv: Sequence[str], env: dict[str, str]) -> list[str]:
+def helper_command(argv: Sequence[str], env: dict[str, str],
+                   keys: Sequence[str] = LVM_ENV_KEYS) -> list[str]:
     """What a root helper is asked to run: ``env K=V ... <argv>`` for the LVM variables
-    set in ``env`` (sudo and rootwrap reset the environment), plain ``argv`` without."""
-    passed = [f"{key}={env[key]}" for key in LVM_ENV_KEYS if key in env]
+    (``keys``) set in ``env`` (sudo and rootwrap reset the environment), plain
+    ``argv`` without."""
+    passed = [f"{key}={env[key]}" for key in keys if key in env]
     return ["env", *passed, *argv] if passed else list(argv)
-
-
-def _quote(argv: Sequence[str]) -> str:
-    return " ".join(shlex.quote(arg) for arg in argv)
-
-
-class LVMError(BackendError):
-    """Root of the LVM driver's backend errors."""
 
 
 class LVMCommandError(LVMError):
@@ -131,20 +119,6 @@ class LVMVolumeGroupNotFoundError(LVMNotFoundError):
 
 class LVMAlreadyExistsError(LVMCommandError, AlreadyExists):
     """LVM refused a create or rename because the name is taken."""
-
-
-class LVMTimeoutError(LVMError, BackendTimeout):
-    """An LVM command did not finish within its timeout and was stopped."""
-
-    def __init__(self, argv: Sequence[str], timeout_s: float):
-        self.argv = tuple(argv)
-        self.timeout_s = timeout_s
-        super().__init__(
-            f"LVM command `{_quote(self.argv)}` did not finish within "
-            f"{timeout_s:g} s")
-
-    def __reduce__(self):
-        return (type(self), (self.argv, self.timeout_s))
 
 
 class LVMOutputError(LVMError):
@@ -218,6 +192,14 @@ class ProcessRunner:
             code = 128 - code
         return CommandResult(argv, code, os.fsdecode(stdout), os.fsdecode(stderr))
 
+    def shell_command(self, env: dict[str, str]) -> tuple[list[str], bool]:
+        """How to start an lvm shell (``lvm_driver.shell``) with ``env``: its argv, and
+        whether an inherited descriptor reaches it (not through a root helper)."""
+        if self.root_helper:
+            return [*shlex.split(self.root_helper),
+                    *helper_command(["lvm"], env, SHELL_ENV_KEYS)], False
+        return ["lvm"], True
+
     def _stop(self, proc: subprocess.Popen) -> None:
         proc.terminate()  # sudo relays SIGTERM to its child; SIGKILL it cannot
         try:
@@ -234,13 +216,20 @@ class LVMExecutor:
     runner only (a runner given explicitly decides how to start processes).
     Thread-safe: ``commands_run`` counts every process started (retries
     included), so tests can assert how many LVM processes an operation costs.
+
+    ``read_session``: LVM's reports (``REPORT_COMMANDS``) run in one long-lived
+    lvm shell (``lvm_driver.shell``) when the runner offers one
+    (``runner.shell_command``), a new one after every ``session_max_commands``;
+    its start counts as one process, the reports it answers as
+    ``shell_commands_run``. Writes always start their own process.
     """
 
     def __init__(self, *, root_helper: str | None = None,
                  lvm_system_dir: str | None = None, timeout_s: float = 120.0,
                  read_retries: int = 2, retry_delay_s: float = 0.5,
                  runner: Runner | None = None,
-                 create_missing_vg: Callable[[str], None] | None = None):
+                 create_missing_vg: Callable[[str], None] | None = None,
+                 read_session: bool = False, session_max_commands: int = 10_000):
         if not _positive_finite(timeout_s):
             raise ValueError(f"timeout_s must be a positive number, got {timeout_s!r}")
         if isinstance(read_retries, bool) or not isinstance(read_retries, int) \
@@ -264,12 +253,45 @@ class LVMExecutor:
         self._lock = threading.Lock()
         self._commands_run = 0
         self._history: deque[tuple[str, ...]] = deque(maxlen=_HISTORY_LENGTH)
+        self._session = None
+        start = getattr(self._runner, "shell_command", None)
+        if read_session and start is not None:
+            if isinstance(session_max_commands, bool) or not isinstance(
+                    session_max_commands, int) or session_max_commands < 1:
+                raise ValueError("session_max_commands must be an int >= 1, got "
+                                 f"{session_max_commands!r}")
+            from lvm_driver.read_session import ReadSession  # loaded only when used
+            system_dir = lvm_system_dir or os.environ.get("LVM_SYSTEM_DIR") or "/etc/lvm"
+            self._session = ReadSession(start, system_dir, on_start=self._started,
+                                        max_commands=session_max_commands)
+            weakref.finalize(self, self._session.close)
 
     @property
     def commands_run(self) -> int:
         """How many processes this executor has started (retries included)."""
         with self._lock:
             return self._commands_run
+
+    @property
+    def shell_commands_run(self) -> int:
+        """How many reports an lvm shell answered (no process started for them)."""
+        return self._session.commands_run if self._session is not None else 0
+
+    @property
+    def session(self):  # -> lvm_driver.shell.ReadSession | None
+        """The read session (None when reports start their own process)."""
+        return self._session
+
+    def close(self) -> None:
+        """Stop the read session's lvm shell, if one runs; a later read starts another."""
+        if self._session is not None:
+            self._session.close()
+
+    def _started(self, argv: tuple[str, ...], env: dict[str, str]) -> None:
+        """Counts an lvm shell's start (started with ``env``) as one process."""
+        with self._lock:
+            self._commands_run += 1
+            self._history.append(argv)
 
     @property
     def runner(self) -> Runner:
@@ -293,6 +315,11 @@ class LVMExecutor:
         """The argv a root helper (sudo, rootwrap) receives for ``run(argv, lvm_env=...)``."""
         return helper_command(argv, self.environment() if lvm_env else {})
 
+    @staticmethod
+    def shell_helper_argv(env: dict[str, str]) -> list[str]:
+        """The argv a root helper receives to start an lvm shell with ``env``."""
+        return helper_command(["lvm"], env, SHELL_ENV_KEYS)
+
     def run(self, argv: Sequence[str], *, readonly: bool,
             timeout_s: float | None = None, lvm_env: bool = True) -> CommandResult:
         """Run one LVM command; raise a typed ``LVMError`` unless it exits 0.
@@ -312,6 +339,12 @@ class LVMExecutor:
         else:
             for key in LVM_ENV_KEYS:
                 env.pop(key, None)
+        if readonly and lvm_env and self._session is not None and _is_report(command):
+            result = self._session.run(command, env, timeout)
+            if result is not None:
+                if result.exit_code == 0:
+                    return result
+                raise error_for(result)
         attempts = 1 + (self.read_retries if readonly else 0)
         for attempt in range(1, attempts + 1):
             with self._lock:
@@ -328,6 +361,13 @@ class LVMExecutor:
                 continue
             break
         raise error_for(result)
+
+
+def _is_report(argv: Sequence[str]) -> bool:
+    name = os.path.basename(argv[0])
+    if name == "lvm" and len(argv) > 1:
+        name = argv[1]
+    return name in REPORT_COMMANDS
 
 
 def _positive_finite(value: object) -> bool:

@@ -104,4 +104,5 @@ COMPLIANCE_HOOKS = ComplianceHooks(
     slow_backend=lambda driver, delay_s: _trouble(driver, _Troubled(_vg(driver),
                                                                     delay_s=delay_s)),
     repair_backend=_repair,
-    backend_calls=lambda driver: driver.executor.commands_run)
+    backend_calls=lambda driver: driver.executor.commands_run
+    + driver.executor.shell_commands_run)

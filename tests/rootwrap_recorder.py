@@ -1,5 +1,6 @@
 """A pytest plugin: every command the LVM driver's code runs in this test session,
-as its root helper receives it (``LVMExecutor.helper_argv``), for
+as its root helper receives it (``LVMExecutor.helper_argv``; an lvm shell's start
+as ``LVMExecutor.shell_helper_argv``), for
 tests/unit/test_rootwrap.py, which checks them against the shipped rootwrap filters.
 
 Recorded: commands run on a driver's executor from the project's code (the driver,
@@ -36,6 +37,7 @@ def _run_by_project_code() -> bool:
 
 def pytest_configure(config: pytest.Config) -> None:
     original_init, original_run = ThinLVMDriver.__init__, LVMExecutor.run
+    original_started = LVMExecutor._started
 
     def init(self: ThinLVMDriver, *args: Any, **kwargs: Any) -> None:
         original_init(self, *args, **kwargs)
@@ -47,8 +49,15 @@ def pytest_configure(config: pytest.Config) -> None:
             RECORDED.setdefault(helper, _current_test[0])
         return original_run(self, argv, **kwargs)
 
+    def started(self: LVMExecutor, argv: Any, env: Any) -> None:
+        """An lvm shell of the read session started: as ``<helper> env ... lvm``."""
+        if self in _DRIVER_EXECUTORS:
+            RECORDED.setdefault(tuple(self.shell_helper_argv(env)), _current_test[0])
+        original_started(self, argv, env)
+
     ThinLVMDriver.__init__ = init  # type: ignore[method-assign]
     LVMExecutor.run = run  # type: ignore[method-assign]
+    LVMExecutor._started = started  # type: ignore[method-assign]
 
 
 @pytest.hookimpl(tryfirst=True)

@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from lvm_driver.executor import LVMTimeoutError
 from lvm_driver.simulator.errors import Fail, SimulatorError
 from lvm_driver.simulator.runner import LVMSimulator
+from lvm_driver.simulator.shell_mode import serve
 from lvm_driver.simulator.sizes import DEFAULT_EXTENT_SIZE, parse_size
 
 
@@ -30,12 +31,15 @@ def main(argv: Sequence[str] | None = None) -> int:
              "  lvrename, lvchange, lvconvert --merge, pvcreate, vgcreate,\n"
              "  lvm segtypes|version), dd if=/dev/zero of=/dev/VG/LV ..., or\n"
              "  sim-create-vg NAME SIZE [EXTENT_SIZE] | sim-write VG/LV SIZE |\n"
-             "  sim-clear-faults   (sizes like 10G, 512M, 4096b)\n")
+             "  sim-clear-faults   (sizes like 10G, 512M, 4096b), or lvm alone:\n"
+             "  LVM's shell, one command a line (see lvm_driver.simulator.shell_mode)\n")
     if len(args) < 3 or args[0] != "--state":
         sys.stderr.write(usage)
         return 2
     simulator = LVMSimulator(args[1])
     command = args[2:]
+    if command == ["lvm"]:
+        return serve(simulator)
     try:
         if command[0] == "sim-create-vg" and len(command) in (3, 4):
             extent = _parse_bytes(command[3]) if len(command) == 4 else DEFAULT_EXTENT_SIZE

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import copy
 import os
+import sys
 import threading
 from collections.abc import Sequence
 from typing import Any
@@ -59,6 +60,9 @@ class LVMSimulator(StateStore):
     def _run(self, state: dict[str, Any], argv: list[str], timeout_s: float) -> CommandResult:
         """One command on ``state`` (held under the lock), its fault applied if any."""
         fault = self._take_fault(state, argv)
+        if fault is not None and self.state_file is not None and (
+                fault["hang"] or fault["delay_s"] is not None):
+            self._save(state)  # used up now, even if this process is killed meanwhile
         return run_with_fault(fault, argv, timeout_s, lambda: execute(state, argv))
 
     def run(self, argv: Sequence[str], *, timeout_s: float = 3600.0) -> CommandResult:
@@ -66,6 +70,14 @@ class LVMSimulator(StateStore):
         if isinstance(argv, str):
             raise TypeError("argv must be a list of strings")
         return self(list(argv), dict(os.environ), timeout_s)
+
+    def shell_command(self, env: dict[str, str]) -> tuple[list[str], bool] | None:
+        """How to start this simulator as LVM's shell (``shell_mode``), for an executor's
+        read session: a process of its own on the same state file (None without one)."""
+        if self.state_file is None:
+            return None
+        return [sys.executable, "-m", "lvm_driver.simulator", "--state",
+                os.fspath(self.state_file), "lvm"], True
 
     def executor(self, **kwargs: Any) -> LVMExecutor:
         """An ``LVMExecutor`` that runs its commands on this simulator."""

@@ -80,7 +80,14 @@ class PoolUsageFiller:
         self._key = f'"lv_name":"{pool_name}",'
 
     def __call__(self, argv: list[str], env: dict[str, str], timeout_s: float) -> CommandResult:
-        result = self._runner(argv, env, timeout_s)
+        return self.fill(argv, self._runner(argv, env, timeout_s))
+
+    def shell_command(self, env: dict[str, str]) -> Any:
+        """The wrapped runner's lvm shell (for a read session; see ``make_driver``)."""
+        return self._runner.shell_command(env)  # type: ignore[attr-defined]
+
+    def fill(self, argv: list[str], result: CommandResult) -> CommandResult:
+        """``result`` with the pool's usage filled in (an ``lvs`` of it only)."""
         if argv[0] != "lvs" or result.exit_code != 0:
             return result
         text = result.stdout
@@ -97,18 +104,30 @@ class PoolUsageFiller:
 # ---------------------------------------------------------------------------
 # this project
 
-def make_driver(*, vg_name: str, conf_dir: str, fill_pool_usage: bool) -> ThinLVMDriver:
-    """A ThinLVMDriver on the benchmark VG, configured as an operator would."""
+def make_driver(*, vg_name: str, conf_dir: str, fill_pool_usage: bool,
+                read_session: bool = False) -> ThinLVMDriver:
+    """A ThinLVMDriver on the benchmark VG, configured as an operator would;
+    ``read_session``: its reports through one lvm shell (``lvm_read_session``)."""
     overrides = {"volume_group": vg_name, "lvm_thin_pool_name": "pool",
                  "lvm_create_thin_pool": False,
                  "lock_path": tempfile.mkdtemp(prefix="dk-bench-locks-"),
                  "lvm_conf_file": os.path.join(conf_dir, "lvm.conf"),
-                 "lvm_command_timeout": 600.0}
+                 "lvm_command_timeout": 600.0, "lvm_read_session": read_session}
     conf = load_backend_config(extra_opts=LVM_OPTS, overrides=overrides)
     executor = None
     if fill_pool_usage:
-        executor = LVMExecutor(lvm_system_dir=conf_dir, timeout_s=600.0,
-                               runner=PoolUsageFiller(ProcessRunner(), "pool"))
+        filler = PoolUsageFiller(ProcessRunner(), "pool")
+        executor = LVMExecutor(lvm_system_dir=conf_dir, timeout_s=600.0, runner=filler,
+                               read_session=read_session)
+        session = executor.session
+        if session is not None:  # the shell's reports get the same pool usage
+            shell_run = session.run
+
+            def filled(argv: Any, env: Any, timeout_s: float) -> CommandResult | None:
+                result = shell_run(argv, env, timeout_s)
+                return None if result is None else filler.fill(list(argv), result)
+
+            session.run = filled  # type: ignore[method-assign]
     return ThinLVMDriver(conf, executor=executor)
 
 

@@ -131,6 +131,10 @@ def refresh_benchmark(sizes: list[int], runs: int) -> dict[str, Any]:
                                       conf_dir=str(vg.conf_dir_without_aio),
                                       fill_pool_usage=True)
             full_sync.do_setup()
+            # the same, its reports through one lvm shell (lvm_read_session)
+            full_shell = R.make_driver(vg_name=vg.vg_name, conf_dir=str(vg.conf_dir),
+                                       fill_pool_usage=True, read_session=True)
+            full_shell.do_setup()
             brick_sync = R.make_brick(vg_name=vg.vg_name, lvm_conf=vg.lvm_conf_without_aio)
             argv = full.vg.report_argv()
             cheapest = ["vgs", "--readonly", "--noheadings", "-o", "vg_name", vg.vg_name]
@@ -141,10 +145,12 @@ def refresh_benchmark(sizes: list[int], runs: int) -> dict[str, Any]:
                 "driver_as_is": lambda: R.driver_refresh(as_is),
                 "brick": lambda: R.cinder_refresh(brick),
                 "driver_sync": lambda: R.driver_refresh(full_sync),
+                "driver_shell": lambda: R.driver_refresh(full_shell),
                 "brick_sync": lambda: R.cinder_refresh(brick_sync),
             }
             executors = {"driver": full.executor, "driver_as_is": as_is.executor,
-                         "driver_sync": full_sync.executor}
+                         "driver_sync": full_sync.executor,
+                         "driver_shell": full_shell.executor}
             series = {name: Series() for name in paths}
             reports: dict[str, Any] = {}
             for name, fn in paths.items():  # warm-up, untimed
@@ -197,6 +203,7 @@ def refresh_benchmark(sizes: list[int], runs: int) -> dict[str, Any]:
                 paths[name]()
                 results["sizes"][size][f"{name}_commands"] = [
                     _short_argv(a) for a in R.COUNTER.argv]
+            full_shell.executor.close()
         results["spawn"] = spawn_benchmark(runs)
         biggest = max(sizes)
         if biggest >= 1000:
@@ -421,12 +428,15 @@ def render(result: dict[str, Any]) -> str:
             "driver_as_is": "this driver, pool inactive as restored (reported down)",
             "brick": "os-brick `LVM`: `update_volume_group_info()` + `get_volumes()`",
             "cheapest": "cheapest LVM command on this VG: `vgs --readonly -o vg_name`",
+            "driver_shell": "this driver, reports through one `lvm` shell "
+                            "(`lvm_read_session`, AIO off in the shell)",
         }
         for size, data in sorted(refresh["sizes"].items(), key=lambda kv: int(kv[0])):
             size = int(size)
             s = {k: Series(**v) for k, v in data["series"].items()}
             brick, bare = s["brick"].median, s["bare"].median
-            for name in ("driver", "driver_as_is", "brick", "bare", "cheapest"):
+            for name in [n for n in ("driver", "driver_shell", "driver_as_is", "brick",
+                                     "bare", "cheapest") if n in s]:
                 x = s[name]
                 vs_brick = (f"{brick / x.median:.2f}x faster (CPU "
                             f"{s['brick'].cpu_median / x.cpu_median:.2f}x)"

@@ -154,8 +154,10 @@ def _root_helper(tmp_path):
     driver = _driver(tmp_path, setup=False, lvm_backend="real",
                      lvm_root_helper=shlex.join([sys.executable, str(helper)]))
     assert _pool(driver)["backend_state"] == "down"
-    assert log.read_text().startswith("env LC_ALL=C")
-    assert " lvs --reportformat json " in log.read_text()
+    lines = log.read_text().splitlines()
+    assert lines and all(line.startswith("env ") for line in lines)
+    assert any(line.startswith("env LC_ALL=C") and " lvs --reportformat json " in line
+               for line in lines)
 
 
 def _command_timeout(tmp_path):
@@ -164,6 +166,34 @@ def _command_timeout(tmp_path):
     with pytest.raises(BackendTimeout, match="0.3 s"):
         driver.create_volume("volume-a", 1)
     assert driver.backend_find_volume("volume-a") is None
+
+
+def _read_session(tmp_path):
+    """Reports go through one lvm shell (here the simulator's): a refresh in steady
+    state starts no process; off, every report is a process of its own."""
+    for enabled in (True, False):
+        driver = _driver(tmp_path / str(enabled), lvm_read_session=enabled)
+        try:
+            _pool(driver)
+            before = driver.executor.commands_run
+            assert _pool(driver)["backend_state"] == "up"
+            assert (driver.executor.commands_run == before) is enabled
+            assert (driver.executor.shell_commands_run > 0) is enabled
+        finally:
+            driver.executor.close()
+
+
+def _session_max_commands(tmp_path):
+    driver = _driver(tmp_path, lvm_read_session=True, lvm_read_session_max_commands=1)
+    try:
+        started, answered = driver.executor.commands_run, driver.executor.shell_commands_run
+        _pool(driver)
+        _pool(driver)
+        # a new shell for every report: as many starts as reports answered
+        assert driver.executor.commands_run - started == \
+            driver.executor.shell_commands_run - answered >= 2
+    finally:
+        driver.executor.close()
 
 
 def _backend(tmp_path):
@@ -225,6 +255,8 @@ PROOFS = {
     "lvm_thin_pool_size_percent": _pool_size_percent, "lvm_offer_thick": _offer_thick,
     "lvm_conf_file": _conf_file, "lvm_root_helper": _root_helper,
     "lvm_command_timeout": _command_timeout, "lvm_backend": _backend,
+    "lvm_read_session": _read_session,
+    "lvm_read_session_max_commands": _session_max_commands,
     "lvm_simulator_state_file": _state_file, "lvm_simulator_vg_size_gb": _vg_size,
     "volume_clear": _volume_clear, "volume_clear_size": _volume_clear_size,
 }

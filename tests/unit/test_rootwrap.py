@@ -59,16 +59,19 @@ def _workload(tmp_path: Path, **extra) -> None:
     for name in ("managed-a", "from-snap", "clone-a", "volume-a", "never-made"):
         driver.delete_volume(name)
     driver.vg.lvm_version()
+    driver.executor.close()
 
 
 def test_every_operation_of_the_driver_is_allowed(tmp_path: Path) -> None:
     before = set(RECORDED)
     _workload(tmp_path / "plain")
     _workload(tmp_path / "conf", lvm_conf_file=str(tmp_path / "etc" / "lvm.conf"))
+    _workload(tmp_path / "shell", lvm_read_session=True)
     ran = {argv for argv, test in RECORDED.items()
            if argv not in before or test.endswith("::test_every_operation_of_the_driver_is_allowed")}
     assert {argv[0] for argv in ran} == {"env", "dd"}
     assert any(arg.startswith("LVM_SYSTEM_DIR=") for argv in ran for arg in argv)
+    assert any(argv[-1] == "lvm" for argv in ran)  # the read session's shell
     filters = wrapper.load_filters([str(OURS)])
     assert [argv for argv in ran if not allowed(filters, argv)] == []
 
@@ -83,6 +86,9 @@ def test_the_filters_refuse_what_the_driver_never_runs() -> None:
                  (*env, "lvs", "--reportformat", "json", "--units", "b", "--nosuffix",
                   "-o", "lv_name", "dkvg", "--config", "global{}"),
                  (*env, "LVM_SYSTEM_DIR=/etc/../tmp", "lvm", "version"),
+                 (*env, "lvm"),                                     # a shell with history
+                 ("env", "HOME=/dev/null", *env[1:], "LVM_SYSTEM_DIR=/tmp/c", "lvm",
+                  "lvremove", "-ff", "dkvg"),                       # a command, not a shell
                  ("dd", "if=/dev/sda", "of=/dev/dkvg/v", "count=1", "bs=1M",
                   "iflag=count_bytes", "oflag=direct", "conv=fdatasync"),
                  ("dd", "if=/dev/zero", "of=/etc/passwd", "count=1", "bs=1M",
