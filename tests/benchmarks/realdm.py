@@ -28,7 +28,7 @@ from lvm_driver.dm_status import dm_name, thin_pool_status
 from lvm_driver.tags import VOLUME_TAG
 from tests.benchmarks import refresh as R
 from tests.benchmarks.realvg import GiB, RealVG
-from tests.benchmarks.run import Series, _cpu_now, machine
+from tests.benchmarks.run import Series, _cpu_now, describe_machine, machine
 from tests.benchmarks.run import _s as _seconds
 
 MiB = 1024 ** 2
@@ -193,9 +193,8 @@ def render(result: dict[str, Any]) -> str:
     w = out.append
     w("## Real device-mapper (VM lane)\n")
     w(f"- Command: `{result['command']}`")
-    w(f"- Machine (inside the VM): {m['cpu_model']}, {m['nproc']} CPUs, {m['memory_gib']} GiB "
-      f"RAM, kernel {m['kernel']}, LVM {m['lvm']}, Python {m['python']}, os-brick "
-      f"{m['os_brick']}; qemu TCG (no KVM), PV a sparse file in guest RAM")
+    w(f"- Machine (inside the VM): {describe_machine(m)}; qemu TCG (no KVM), PV a sparse "
+      "file in guest RAM")
     w(f"- Every timed figure: median of {result['runs']} runs (min in brackets), after one "
       "untimed warm-up; each round starts with an operator's `lvcreate` in another "
       "process, then this driver's first refresh after it, then the other paths in "
