@@ -401,15 +401,20 @@ def _render_without_aio(refresh: dict[str, Any], w: Callable[[str], None]) -> No
     w("")
 
 
+def describe_machine(m: dict[str, Any], *, kernel_note: str = "") -> str:
+    """One line of the machine facts ``machine()`` collected."""
+    return (f"{m['cpu_model']}, {m['nproc']} CPUs (nproc), {m['memory_gib']} GiB RAM, "
+            f"kernel {m['kernel']}{kernel_note}, LVM {m['lvm']}, Python {m['python']}, "
+            f"os-brick {m['os_brick']}")
+
+
 def render(result: dict[str, Any]) -> str:
     m = result["machine"]
     out: list[str] = []
     w = out.append
     w("# driver-kit benchmark: stats refresh and creates vs Cinder's LVM path (os-brick)\n")
     w(f"- Command: `{result['command']}`")
-    w(f"- Machine: {m['cpu_model']}, {m['nproc']} CPUs (nproc), {m['memory_gib']} GiB RAM, "
-      f"kernel {m['kernel']} (no device-mapper), LVM {m['lvm']}, Python {m['python']}, "
-      f"os-brick {m['os_brick']}")
+    w(f"- Machine: {describe_machine(m, kernel_note=' (no device-mapper)')}")
     w(f"- Load average (1/5/15 min) at start {result['load_start']}, at end "
       f"{result['load_end']}; started {result['started']}, took {result['took_s']:.0f} s")
     w(f"- Every timed figure: median of {result['runs']} runs (min in brackets), paths "

@@ -25,21 +25,7 @@ if ! command -v lvs >/dev/null || ! command -v losetup >/dev/null || ! command -
     apt-get update -q && apt-get install -y -q --no-install-recommends lvm2 util-linux
 fi
 
-python="${PYTHON:-python3}"
-command -v "$python" >/dev/null || die "no $python: install Python 3.11 or newer"
-"$python" -c 'import sys; sys.exit(sys.version_info < (3, 11))' \
-    || die "$python is older than 3.11 (the project needs 3.11+): set PYTHON=python3.11"
-if ! "$python" -c 'import ensurepip, venv' 2>/dev/null; then
-    echo "benchmark: installing python3-venv" >&2
-    apt-get update -q && apt-get install -y -q --no-install-recommends python3-venv
-fi
-venv="$here/.venv"
-if [ ! -x "$venv/bin/python" ] || ! "$venv/bin/python" -c 'import os_brick, driver_kit, psutil' 2>/dev/null; then
-    echo "benchmark: preparing $venv (project + os-brick from PyPI)" >&2
-    "$python" -m venv "$venv"
-    "$venv/bin/python" -m pip install -q --upgrade pip
-    "$venv/bin/python" -m pip install -q -e "$repo" os-brick
-fi
+venv_python="$(bash "$here/make_venv.sh")"
 
 # Whatever happens, no loop device of ours outlives the run.
 work="$(mktemp -d /var/tmp/driver-kit-bench.XXXXXX)"
@@ -55,4 +41,4 @@ trap 'exit 130' INT TERM
 export TMPDIR="$work"
 export DK_BENCH_COMMAND="sudo bash tests/benchmarks/run.sh${*:+ $*}"
 export PYTHONWARNINGS="ignore::DeprecationWarning"
-"$venv/bin/python" -m tests.benchmarks.run "$@"
+"$venv_python" -m tests.benchmarks.run "$@"

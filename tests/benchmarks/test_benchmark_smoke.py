@@ -65,3 +65,37 @@ def test_report_renders_without_the_real_volume_group():
 
     assert "parse a 200-LV" in text and "capacity filter over 50 pools" in text
     assert "| parse of 200 LVs < 0.5 s |" in text
+
+
+def test_real_dm_report_renders_every_path_and_ratio():
+    from lvm_driver.dm_status import ThinPoolStatus
+    from tests.benchmarks import realdm
+
+    series = {name: run.Series() for name in
+              ("driver", "driver_after_change", "brick", "bare", "dm_ioctl")}
+    for name, wall in (("driver", 0.1), ("driver_after_change", 0.2), ("brick", 0.8),
+                       ("bare", 0.09), ("dm_ioctl", 0.00002)):
+        series[name].add(wall, wall, 0 if name == "dm_ioctl" else 1)
+    pool = {"total_capacity_gb": 16.0, "free_capacity_gb": 15.5,
+            "provisioned_capacity_gb": 1003.0, "total_volumes": 1003}
+    result = {
+        "command": "test", "machine": run.machine(), "runs": 1, "lv_count": 1000,
+        "budget_s": 60.0, "pool_gb": 16, "lv_gb": 1, "took_s": 1.0,
+        "build": {"pool_create_s": 1.0, "batches": [{"lvs": 500, "seconds": 50.0,
+                                                      "per_lv_s": 0.1}],
+                  "single_lvcreate_s": [0.5], "thin_lvs": 503, "active": 503,
+                  "created_in_budget": 500},
+        "measure": {"series": series, "cache": (None, None), "change_s": [0.5],
+                    "executor_counts": {"driver": [(1, None)],
+                                        "driver_after_change": [(1, None)]},
+                    "thin_lvs_end": 504, "active_end": 504,
+                    "driver_pool": {"backend_state": "up", **pool}, "brick_pool": pool,
+                    "dm_status": ThinPoolStatus(3, 10, 100, 20, 200, 65536, "rw", False)}}
+    text = realdm.render(result)
+
+    assert "| **this driver**, `get_volume_stats(refresh=True)`, steady state | 1 | 1 |" in text
+    assert "8.00x faster" in text and "4.00x faster" in text and "20 µs" in text
+    assert "the creation budget of 60 s stopped at 500" in text
+    assert realdm._lvcreate_line(7, 1).split() == [
+        "lvcreate", "-q", "-T", "-V", "1g", "-n", "volume-00007", "--addtag",
+        "driver_kit_volume", "dkrealdm/pool"]
