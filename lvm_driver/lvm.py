@@ -1,7 +1,8 @@
 """A brick-style wrapper of one LVM volume group: its commands.
 
-Every read of the VG's state is one ``lvs`` process whose JSON output
-``lvm_driver.report`` parses into typed, immutable records; every change is
+Every full read of the VG's state is one ``lvs`` process whose JSON output
+``lvm_driver.report`` parses into typed, immutable records, reused while the
+VG's metadata is unchanged (``lvm_driver.report_cache``); every change is
 one LVM process with an argv list. Names, tags and sizes are validated
 (``lvm_driver.names``) before any process starts. Policy (which pool, how much
 room, what a name means) belongs to the driver on top, not here. The names
@@ -27,6 +28,8 @@ from lvm_driver.report import (REPORT_FIELDS, VG_FIELDS, LogicalVolume, LVAttr,
                                LVNotFoundError, VGInfo, VGReport, gc_paused, load_rows,
                                lvs_from_rows, parse_lvs_report, parse_vgs_report,
                                report_from_rows)
+from lvm_driver.report_cache import (PV_FIELDS, CacheStats, DeviceSources, ReportCache,
+                                     parse_pvs_report, sources_of, with_pool_usage)
 
 __all__ = [
     "VolumeGroup", "VGReport", "VGInfo", "LogicalVolume", "LVAttr",
@@ -45,8 +48,9 @@ __all__ = [
 class VolumeGroup:
     """One LVM volume group: a report of everything in it, and its commands.
 
-    No I/O in the constructor. Each method starts exactly one LVM process
-    (``report`` a second, ``vgs``, only when the VG has no LV at all). Names
+    No I/O in the constructor. Each method starts exactly one LVM process,
+    except ``report``: none while the VG's metadata is unchanged, else ``pvs``
+    and ``lvs`` (and ``vgs`` when the VG has no LV at all). Names
     are validated before any process starts; LVM's failures arrive as the
     executor's typed errors (``LVMNotFoundError`` is also a NotFound,
     ``LVMAlreadyExistsError`` also an AlreadyExists).
@@ -54,9 +58,11 @@ class VolumeGroup:
 
     REPORT_FIELDS: Final = REPORT_FIELDS
 
-    def __init__(self, vg_name: str, *, executor: LVMExecutor):
+    def __init__(self, vg_name: str, *, executor: LVMExecutor,
+                 sources: DeviceSources | None = None):
         self._vg_name = validate_vg_name(vg_name)
         self._executor = executor
+        self._cache = ReportCache(sources if sources is not None else sources_of(executor))
 
     @property
     def vg_name(self) -> str:
@@ -75,21 +81,72 @@ class VolumeGroup:
     # -- reads ---------------------------------------------------------------
 
     def report_argv(self) -> list[str]:
-        """The one ``lvs`` command behind ``report()``.
+        """The one ``lvs`` command behind a full ``report()``: metadata only.
 
-        Not ``--readonly``: that option disables activation, so LVM would not
-        ask the kernel and every data_percent/metadata_percent would be empty.
+        ``--readonly`` disables activation, so LVM asks the kernel nothing (no
+        device-mapper call per LV): the state and open flags of ``lv_attr`` are
+        X (unknown) and no percentage is printed. The thin pools' usage comes
+        from device-mapper (``report_cache.with_pool_usage``); the live state of
+        one LV from ``lv_report``.
         """
+        return ["lvs", "--readonly", "--reportformat", "json", "--units", "b",
+                "--nosuffix", "-o", ",".join(REPORT_FIELDS), self._vg_name]
+
+    def live_report_argv(self, target: str | None = None) -> list[str]:
+        """``lvs`` asking the kernel too (state, open, data%) of ``target`` (an LV
+        path; default the whole VG)."""
         return ["lvs", "--reportformat", "json", "--units", "b", "--nosuffix",
-                "-o", ",".join(REPORT_FIELDS), self._vg_name]
+                "-o", ",".join(REPORT_FIELDS), target or self._vg_name]
+
+    def pvs_argv(self) -> list[str]:
+        """The ``pvs`` naming the PVs (and their metadata areas) at each full report."""
+        return ["pvs", "--readonly", "--reportformat", "json", "-o", ",".join(PV_FIELDS)]
+
+    @property
+    def report_cache_stats(self) -> CacheStats:
+        """Reports reused (hits), read anew after a change (misses) or for a doubt."""
+        return self._cache.stats
+
+    def forget_report(self) -> None:
+        """Reuse nothing until the next full report (one the caller found wrong)."""
+        self._cache.clear()
 
     def report(self, *, timeout_s: float | None = None) -> VGReport:
-        """Everything about the VG from one ``lvs`` process (read-only).
+        """Everything about the VG: reused while its metadata is unchanged (no
+        process), else ``pvs`` and one ``lvs --readonly``; each thin pool's usage
+        from device-mapper either way.
 
         A missing VG raises ``LVMVolumeGroupNotFoundError`` (a NotFound);
-        ``timeout_s`` bounds each process (default: the executor's).
+        ``timeout_s`` bounds each process (default: the executor's). Any failure
+        forgets the reused report.
         """
-        result = self._executor.run(self.report_argv(), readonly=True, timeout_s=timeout_s)
+        try:
+            found = self._cache.lookup()
+            if found is None:
+                self._cache.clear()
+                found = self._full_report(timeout_s)
+            return with_pool_usage(found[0], found[1], self._cache.sources,
+                                   lambda pool: self.lv_report(pool, timeout_s=timeout_s))
+        except BaseException:
+            self._cache.clear()
+            raise
+
+    def _full_report(self, timeout_s: float | None) -> tuple[VGReport, tuple[int, ...]]:
+        """``pvs`` (the PVs to fingerprint), the fingerprint, then the ``lvs``: a
+        commit after the fingerprint was read only makes the next refresh a miss."""
+        result = self._executor.run(self.pvs_argv(), readonly=True, timeout_s=timeout_s)
+        self._cache.learn(parse_pvs_report(result.stdout, self._vg_name))
+        fingerprint = self._cache.fingerprint()
+        report = self._lvs(self.report_argv(), timeout_s)
+        return report, self._cache.store(fingerprint, report)
+
+    def live_report(self, *, timeout_s: float | None = None) -> VGReport:
+        """The VG from one ``lvs`` that asks the kernel about every LV (state, open,
+        data%): never reused, for the rare listings that need each LV's live state."""
+        return self._lvs(self.live_report_argv(), timeout_s)
+
+    def _lvs(self, argv: list[str], timeout_s: float | None) -> VGReport:
+        result = self._executor.run(argv, readonly=True, timeout_s=timeout_s)
         with gc_paused():
             rows = load_rows(result.stdout, "lv")
             if rows:
@@ -97,13 +154,14 @@ class VolumeGroup:
         return report_from_rows(rows, self._vg_name, self.vg_info(timeout_s=timeout_s))
 
     def lv_report(self, name: str, *, timeout_s: float | None = None) -> LogicalVolume | None:
-        """LV ``name`` alone, from ``lvs <vg>/<name>``; None when LVM says it does not exist.
+        """LV ``name`` alone, live (state, open, data%), from ``lvs <vg>/<name>``; None
+        when LVM says it does not exist. Never reused.
 
         LVM's own answer about one name, a second opinion on a report that
         did not list it: an ``lvs`` exiting 0 without that one row raises
         ``LVMOutputError``; a missing VG raises ``LVMVolumeGroupNotFoundError``.
         """
-        argv = [*self.report_argv()[:-1], self._lv_path(name)]
+        argv = self.live_report_argv(self._lv_path(name))
         try:
             result = self._executor.run(argv, readonly=True, timeout_s=timeout_s)
         except LVMVolumeGroupNotFoundError:

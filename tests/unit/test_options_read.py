@@ -155,7 +155,7 @@ def _root_helper(tmp_path):
                      lvm_root_helper=shlex.join([sys.executable, str(helper)]))
     assert _pool(driver)["backend_state"] == "down"
     assert log.read_text().startswith("env LC_ALL=C")
-    assert " lvs --reportformat json " in log.read_text()
+    assert " pvs --readonly --reportformat json " in log.read_text()
 
 
 def _command_timeout(tmp_path):
