@@ -13,7 +13,7 @@ the one import for users of the wrapper.
 from __future__ import annotations
 
 import re
-from typing import Final
+from typing import Any, Final
 
 from driver_kit.exceptions import InvalidInput
 
@@ -28,8 +28,10 @@ from lvm_driver.report import (REPORT_FIELDS, VG_FIELDS, LogicalVolume, LVAttr,
                                LVNotFoundError, VGInfo, VGReport, gc_paused, load_rows,
                                lvs_from_rows, parse_lvs_report, parse_vgs_report,
                                report_from_rows)
-from lvm_driver.report_cache import (PV_FIELDS, CacheStats, DeviceSources, ReportCache,
-                                     parse_pvs_report, sources_of, with_pool_usage)
+from lvm_driver.mda import Fingerprint
+from lvm_driver.report_cache import (PV_CHECK_FIELDS, PV_FIELDS, CacheStats, DeviceSources,
+                                     ReportCache, parse_pvs_report, sources_of,
+                                     with_pool_usage)
 
 __all__ = [
     "VolumeGroup", "VGReport", "VGInfo", "LogicalVolume", "LVAttr",
@@ -87,10 +89,13 @@ class VolumeGroup:
         device-mapper call per LV): the state and open flags of ``lv_attr`` are
         X (unknown) and no percentage is printed. The thin pools' usage comes
         from device-mapper (``report_cache.with_pool_usage``); the live state of
-        one LV from ``lv_report``.
+        one LV from ``lv_report``. The VG's PV and metadata-area counts ride
+        along (``PV_CHECK_FIELDS``): they say whether the PVs learned are still
+        all of the VG's.
         """
         return ["lvs", "--readonly", "--reportformat", "json", "--units", "b",
-                "--nosuffix", "-o", ",".join(REPORT_FIELDS), self._vg_name]
+                "--nosuffix", "-o", ",".join(REPORT_FIELDS + PV_CHECK_FIELDS),
+                self._vg_name]
 
     def live_report_argv(self, target: str | None = None) -> list[str]:
         """``lvs`` asking the kernel too (state, open, data%) of ``target`` (an LV
@@ -99,7 +104,7 @@ class VolumeGroup:
                 "-o", ",".join(REPORT_FIELDS), target or self._vg_name]
 
     def pvs_argv(self) -> list[str]:
-        """The ``pvs`` naming the PVs (and their metadata areas) at each full report."""
+        """The ``pvs`` naming the PVs (and their metadata areas) of the VG."""
         return ["pvs", "--readonly", "--reportformat", "json", "-o", ",".join(PV_FIELDS)]
 
     @property
@@ -113,45 +118,61 @@ class VolumeGroup:
 
     def report(self, *, timeout_s: float | None = None) -> VGReport:
         """Everything about the VG: reused while its metadata is unchanged (no
-        process), else ``pvs`` and one ``lvs --readonly``; each thin pool's usage
-        from device-mapper either way.
+        process), else one ``lvs --readonly`` (and a ``pvs`` when the VG's PVs are
+        not known, in doubt or changed); each thin pool's usage from device-mapper
+        either way.
 
         A missing VG raises ``LVMVolumeGroupNotFoundError`` (a NotFound);
         ``timeout_s`` bounds each process (default: the executor's). Any failure
         forgets the reused report.
         """
         try:
-            found = self._cache.lookup()
+            found, fingerprint = self._cache.lookup()
             if found is None:
                 self._cache.clear()
-                found = self._full_report(timeout_s)
+                found = self._full_report(fingerprint, timeout_s)
             return with_pool_usage(found[0], found[1], self._cache.sources,
                                    lambda pool: self.lv_report(pool, timeout_s=timeout_s))
         except BaseException:
             self._cache.clear()
             raise
 
-    def _full_report(self, timeout_s: float | None) -> tuple[VGReport, tuple[int, ...]]:
-        """``pvs`` (the PVs to fingerprint), the fingerprint, then the ``lvs``: a
-        commit after the fingerprint was read only makes the next refresh a miss."""
+    def _full_report(self, fingerprint: Fingerprint | None,
+                     timeout_s: float | None) -> tuple[VGReport, tuple[int, ...]]:
+        """The ``lvs``, after the fingerprint it is kept under was read (a commit in
+        between only makes the next refresh a miss); ``pvs`` first when the PVs are
+        unknown or in doubt, and after it when the ``lvs`` counts other PVs than
+        those learned (then nothing is kept: the next read is a full one)."""
+        learned = fingerprint is None
+        if learned:
+            self._learn_pvs(timeout_s)
+            fingerprint = self._cache.fingerprint()
+        report, first_row = self._lvs(self.report_argv(), timeout_s)
+        if not self._cache.same_pvs(first_row):
+            if not learned:
+                self._learn_pvs(timeout_s)
+            fingerprint = None
+        return report, self._cache.store(fingerprint, report)
+
+    def _learn_pvs(self, timeout_s: float | None) -> None:
         result = self._executor.run(self.pvs_argv(), readonly=True, timeout_s=timeout_s)
         self._cache.learn(parse_pvs_report(result.stdout, self._vg_name))
-        fingerprint = self._cache.fingerprint()
-        report = self._lvs(self.report_argv(), timeout_s)
-        return report, self._cache.store(fingerprint, report)
 
     def live_report(self, *, timeout_s: float | None = None) -> VGReport:
         """The VG from one ``lvs`` that asks the kernel about every LV (state, open,
         data%): never reused, for the rare listings that need each LV's live state."""
-        return self._lvs(self.live_report_argv(), timeout_s)
+        return self._lvs(self.live_report_argv(), timeout_s)[0]
 
-    def _lvs(self, argv: list[str], timeout_s: float | None) -> VGReport:
+    def _lvs(self, argv: list[str],
+             timeout_s: float | None) -> tuple[VGReport, dict[str, Any] | None]:
+        """The report of one ``lvs`` (plus ``vgs`` for a VG without LVs), and its
+        first row as printed (None without rows)."""
         result = self._executor.run(argv, readonly=True, timeout_s=timeout_s)
         with gc_paused():
             rows = load_rows(result.stdout, "lv")
             if rows:
-                return report_from_rows(rows, self._vg_name, None)
-        return report_from_rows(rows, self._vg_name, self.vg_info(timeout_s=timeout_s))
+                return report_from_rows(rows, self._vg_name, None), rows[0]
+        return report_from_rows(rows, self._vg_name, self.vg_info(timeout_s=timeout_s)), None
 
     def lv_report(self, name: str, *, timeout_s: float | None = None) -> LogicalVolume | None:
         """LV ``name`` alone, live (state, open, data%), from ``lvs <vg>/<name>``; None

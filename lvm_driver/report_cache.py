@@ -32,8 +32,10 @@ LOG = logging.getLogger(__name__)
 __all__ = ["PoolStatus", "DeviceSources", "PoolStatusError", "CacheStats", "ReportCache",
            "PV_FIELDS", "sources_of", "parse_pvs_report", "with_pool_usage"]
 
-#: the fields of the ``pvs`` that names the VG's PVs at each full report
+#: the fields of the ``pvs`` that names the VG's PVs
 PV_FIELDS = ("pv_name", "pv_uuid", "pv_fmt", "pv_mda_count", "vg_name")
+#: the VG fields a full ``lvs`` adds to say whether the PVs learned are still the VG's
+PV_CHECK_FIELDS = ("pv_count", "vg_mda_count")
 
 
 class PoolStatus(Protocol):
@@ -169,18 +171,29 @@ class ReportCache:
             pvs = self._pvs
         return mda.vg_fingerprint(pvs, read=self.sources.read_block) if pvs else None
 
-    def lookup(self) -> tuple[VGReport, tuple[int, ...]] | None:
-        """The reusable report and its pools' indexes, or None (counted as a hit, a miss
-        or a doubt)."""
+    def lookup(self) -> tuple[tuple[VGReport, tuple[int, ...]] | None,
+                              mda.Fingerprint | None]:
+        """The reusable report and its pools' indexes (None: counted as a miss or a
+        doubt), and the fingerprint read now (None: unknown PVs, or a doubt)."""
         with self._lock:
             entry, known = self._entry, bool(self._pvs)
         fingerprint = self.fingerprint()
         with self._lock:
             if entry is not None and fingerprint == entry.fingerprint:
                 self._counts["hits"] += 1
-                return entry.report, entry.pool_indexes
+                return (entry.report, entry.pool_indexes), fingerprint
             self._counts["doubts" if known and fingerprint is None else "misses"] += 1
-        return None
+        return None, fingerprint
+
+    def same_pvs(self, row: dict[str, object] | None) -> bool:
+        """Whether a full ``lvs`` row's PV and metadata-area counts (PV_CHECK_FIELDS) are
+        those of the PVs learned: False for anything else, or no row."""
+        with self._lock:
+            pvs = self._pvs
+        if row is None or not pvs:
+            return False
+        counts = (str(len(pvs)), str(sum(count for _, count in pvs)))
+        return tuple(row.get(name) for name in PV_CHECK_FIELDS) == counts
 
     def learn(self, pvs: list[tuple[str, int]]) -> None:
         """The VG's PVs as LVM named them just now (empty: reuse nothing)."""

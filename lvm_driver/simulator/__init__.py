@@ -6,7 +6,7 @@ It emulates the commands the wrapper issues (lvs, vgs, lvcreate in its thin
 pool / thin / linear / thin snapshot forms, lvextend, lvremove, lvrename,
 lvchange, ``lvconvert --merge`` of a thin snapshot, ``lvm segtypes``, ``lvm
 version``, and ``dd`` of zeros for the wipe of a thick LV) plus pvcreate and
-vgcreate to set up a VG, with LVM 2.03's messages, exit codes (5 failed, 3 bad command line)
+vgcreate and vgextend to set up a VG, pvs, with LVM 2.03's messages, exit codes (5 failed, 3 bad command line)
 and rules: unique names, whole extents, thin pools with metadata and a
 metadata spare, thin snapshots sharing their origin's data, over-provisioning
 allowed with LVM's warnings, linear LVs and pools limited by VG free space.

@@ -22,7 +22,7 @@ from lvm_driver.simulator.errors import EXIT_NO_SUCH_CMD, EXIT_OK, Fail
 from lvm_driver.simulator.lv_change import (cmd_lvchange, cmd_lvconvert, cmd_lvextend,
                                             cmd_lvremove, cmd_lvrename)
 from lvm_driver.simulator.lv_create import cmd_lvcreate
-from lvm_driver.simulator.pv_vg import cmd_pvcreate, cmd_vgcreate
+from lvm_driver.simulator.pv_vg import cmd_pvcreate, cmd_vgcreate, cmd_vgextend
 from lvm_driver.simulator.reports import cmd_lvs, cmd_pvs, cmd_vgs
 from lvm_driver.simulator.session import Output, Session
 
@@ -68,6 +68,7 @@ COMMANDS: Final[dict[str, Command]] = {
     "lvconvert": Command(cmd_lvconvert, {**COMMON_OPTIONS, **opts("--merge")}),
     "pvcreate": Command(cmd_pvcreate, {**COMMON_OPTIONS, **opts("--setphysicalvolumesize=")}),
     "vgcreate": Command(cmd_vgcreate, {**COMMON_OPTIONS, **opts("-s --physicalextentsize=")}),
+    "vgextend": Command(cmd_vgextend, {**COMMON_OPTIONS, **opts("--setphysicalvolumesize=")}),
 }
 #: commands that only report (``lvm version`` and ``lvm segtypes`` by subcommand)
 READ_ONLY_COMMANDS: Final = frozenset({"lvs", "vgs", "pvs", "version", "segtypes"})

@@ -11,6 +11,7 @@ fingerprint of them is a doubt, and every report a full one.
 
 from __future__ import annotations
 
+import json
 import os
 import struct
 from typing import Any, Final
@@ -46,10 +47,11 @@ def label_sector(pv_uuid: str, device_size: int) -> bytes:
 
 
 def mda_header(vg: dict[str, Any]) -> bytes:
-    """The metadata-area header after commit ``vg['seqno']``: raw_locn[0] points at text
-    naming the VG, its uuid and seqno (so its checksum changes with every commit)."""
+    """The metadata-area header after commit ``vg['seqno']``: raw_locn[0] points at the
+    VG's metadata text (its whole record here), so its checksum changes with every
+    change of the VG, as LVM's does; the same text gives the same header."""
     text = (f'{vg["name"]} {{\nid = "{vg.get("uuid", "")}"\nseqno = {vg["seqno"]}\n}}\n'
-            ).encode()
+            f'{json.dumps(vg, sort_keys=True)}\n').encode()
     slots = (_MDA_SIZE - MDA_HEADER_SIZE) // SECTOR
     offset = MDA_HEADER_SIZE + (vg["seqno"] % slots) * SECTOR
     block = bytearray(MDA_HEADER_SIZE)

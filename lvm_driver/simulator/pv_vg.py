@@ -1,4 +1,4 @@
-"""Setting up a VG: ``pvcreate`` and ``vgcreate``, as the operator would before the
+"""Setting up a VG: ``pvcreate``, ``vgcreate`` and ``vgextend``, as the operator would before the
 driver runs (``LVMSimulator.create_vg`` runs them on a pseudo device).
 """
 
@@ -84,3 +84,23 @@ def cmd_vgcreate(session: Session, args: Args) -> None:
     }
     session.dirty = True
     session.out.print(f'Volume group "{name}" successfully created')
+
+
+def cmd_vgextend(session: Session, args: Args) -> None:
+    """``vgextend VG DEVICE...``: the VG grows by the whole extents of more PVs."""
+    if len(args.positionals) < 2:
+        raise invalid("vgextend", "Please enter volume group name and physical volume(s)")
+    vg = session.vg(args.positionals[0])
+    for device in args.positionals[1:]:
+        pv = session.state["pvs"].get(device)
+        if pv is None:
+            cmd_pvcreate(session, Args("pvcreate", dict(args.values), [device]))
+            pv = session.state["pvs"][device]
+        elif pv["vg"]:
+            raise Fail(EXIT_FAILED, f'Physical volume "{device}" is already in volume '
+                                    f'group "{pv["vg"]}"')
+        vg["extent_count"] += (pv["size"] - PV_METADATA_BYTES) // vg["extent_size"]
+        pv["vg"] = vg["name"]
+        vg["pvs"].append(device)
+    session.touch(vg)
+    session.out.print(f'Volume group "{vg["name"]}" successfully extended')

@@ -143,6 +143,7 @@ def _vg_row(session: Session, vg: dict[str, Any]) -> dict[str, Any]:
         "vg_extent_count": vg["extent_count"], "vg_free_count": free,
         "lv_count": len(vg["lvs"]), "pv_count": len(vg["pvs"]),
         "snap_count": 0, "vg_attr": "wz--n-", "vg_seqno": vg["seqno"],
+        "vg_mda_count": len(vg["pvs"]),
     }
 
 

@@ -475,7 +475,7 @@ def test_a_full_report_is_pvs_then_one_readonly_lvs():
         ["pvs", "--readonly", "--reportformat", "json", "-o",
          "pv_name,pv_uuid,pv_fmt,pv_mda_count,vg_name"],
         ["lvs", "--readonly", "--reportformat", "json", "--units", "b", "--nosuffix", "-o",
-         ",".join(REPORT_FIELDS), "dkvg"]]
+         ",".join(REPORT_FIELDS + ("pv_count", "vg_mda_count")), "dkvg"]]
     assert vg.executor.commands_run == 2
     assert vg.report_cache_stats == CacheStats(hits=0, misses=1, doubts=0)
 
