@@ -93,9 +93,13 @@ class LVMSimulator(StateStore):
         return mda.read_block(path, offset, length)
 
     def thin_pool_status(self, vg_name: str, pool_name: str) -> dm.SimThinPoolStatus | None:
-        """The simulated device-mapper status of a thin pool (None: not active)."""
-        with self._transaction() as state:
-            return dm.thin_pool_status(state, vg_name, pool_name)
+        """The simulated device-mapper status of a thin pool (None: not active), as last
+        saved: like the kernel's, it does not wait for a command holding the VG lock."""
+        try:
+            with self._peek() as state:
+                return dm.thin_pool_status(state, vg_name, pool_name)
+        except StateFileError as exc:
+            raise OSError(errno.EIO, str(exc)) from None
 
     def inject_header_error(self, *, times: int | None = 1,
                             device: str | None = None) -> None:

@@ -52,6 +52,17 @@ class StateStore:
         with self._transaction() as state:
             return copy.deepcopy(state)
 
+    @contextlib.contextmanager
+    def _peek(self) -> Iterator[dict[str, Any]]:
+        """The state as last saved, to read only, without waiting for the file lock (a
+        file is replaced whole, never written in place): what the kernel knows does
+        not wait for an LVM command."""
+        if self.state_file is None:
+            with self._thread_lock:
+                yield self._memory
+            return
+        yield self._load()
+
     # -- internals ----------------------------------------------------------------------
 
     def _io_fault(self, operation: str, argv: list[str] | None) -> bool:
