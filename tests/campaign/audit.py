@@ -186,7 +186,11 @@ class AuditSimulator(LVMSimulator):
         if self.immune:
             return False
         hit = super()._io_fault(operation, argv)
-        if hit:
+        if hit and operation == "header":  # read outside any LVM command: its own record
+            commands = getattr(_LOCAL, "commands", None)
+            if commands is not None:
+                commands.append(["pv header read", "EIO", ["io_header"]])
+        elif hit:
             _note_fault(f"io_{operation}")
         return hit
 
