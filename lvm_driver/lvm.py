@@ -51,8 +51,11 @@ class VolumeGroup:
     """One LVM volume group: a report of everything in it, and its commands.
 
     No I/O in the constructor. Each method starts exactly one LVM process,
-    except ``report``: none while the VG's metadata is unchanged, else ``pvs``
-    and ``lvs`` (and ``vgs`` when the VG has no LV at all). Names
+    except ``report``: none while the VG's metadata is unchanged, else one
+    ``lvs`` (plus ``pvs`` when the PVs are unknown, in doubt or changed, and
+    ``vgs`` when the VG has no LV at all). ``sources``: how PV headers and a
+    thin pool's device-mapper status are read (default: the executor's
+    runner's, else the kernel's; see ``report_cache``). Names
     are validated before any process starts; LVM's failures arrive as the
     executor's typed errors (``LVMNotFoundError`` is also a NotFound,
     ``LVMAlreadyExistsError`` also an AlreadyExists).
