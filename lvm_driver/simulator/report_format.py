@@ -29,7 +29,8 @@ _VG_FIELDS = ("vg_name", "vg_size", "vg_free", "vg_extent_size", "vg_uuid",
 _PV_FIELDS = ("pv_name", "pv_uuid", "pv_fmt", "pv_mda_count", "pv_size", "dev_size",
               "pv_attr")
 _HEADINGS = {
-    "vg_mda_count": "#VMda", "pv_name": "PV", "pv_uuid": "PV UUID", "pv_fmt": "Fmt", "pv_mda_count": "#PMda",
+    "vg_mda_count": "#VMda", "pv_name": "PV", "pv_uuid": "PV UUID", "pv_fmt": "Fmt",
+    "pv_mda_count": "#PMda",
     "pv_size": "PSize", "dev_size": "DevSize", "pv_attr": "Attr",
     "lv_name": "LV", "vg_name": "VG", "lv_attr": "Attr", "lv_size": "LSize",
     "pool_lv": "Pool", "origin": "Origin", "data_percent": "Data%",
