@@ -1,9 +1,12 @@
 """``ThinLVMDriver``: the reference driver, one LVM volume group with a thin pool.
 
-Built only on driver_kit's public API. Every stats refresh costs exactly one
-``lvs`` process (bounded by ``stats_timeout``: a slower one fails closed);
-every create one fresh ``lvs`` plus one ``lvcreate``; every delete one ``lvs``
-plus one ``lvremove`` (a name that is not there: one ``lvs`` of that name
+Built only on driver_kit's public API. Every read of the VG (a stats refresh,
+the admission read of a create, the read before a delete) costs no process
+while the VG's metadata is unchanged (its PVs' metadata-area headers say so;
+the thin pool's usage comes from device-mapper), else one ``pvs`` and one
+``lvs --readonly`` (bounded by ``stats_timeout`` for stats: a slower one fails
+closed); every create adds one ``lvcreate``; every delete one ``lvremove``
+(a name that is not there: one ``lvs`` of that name
 more, LVM's own word that it is gone; a thick volume: one ``dd`` wiping it
 first, as ``volume_clear`` says).
 
@@ -186,7 +189,8 @@ class ThinLVMDriver(ManageMixin, VolumeDriver):
             problem = implausible(report, self.pool_name)
         except LVMOutputError as exc:  # exited 0, printed what cannot be parsed
             problem = str(exc)
-        if problem:
+        if problem:  # never reused: the next read asks LVM again
+            self.vg.forget_report()
             LOG.error("refusing the LVM report of %s: %s", self.vg_name, problem)
             raise BackendUnavailable(f"the LVM report of volume group {self.vg_name!r} "
                                      f"cannot be right: {problem}")
@@ -250,10 +254,11 @@ class ThinLVMDriver(ManageMixin, VolumeDriver):
     def backend_device_path(self, name: str) -> str:
         """``/dev/<vg>/<lv>`` of one of the driver's volumes, activated when it is not.
 
-        One ``lvs``, plus one ``lvchange -ay -K`` for an inactive LV (a clone
-        LVM left flagged skip-activation, or a VG activated with ``-aay``).
+        One live ``lvs`` of that LV (the kernel's word on its state), plus one
+        ``lvchange -ay -K`` for an inactive LV (a clone LVM left flagged
+        skip-activation, or a VG activated with ``-aay``).
         """
-        lv = self.vg.report().find_lv(self.validate_name(name))
+        lv = self.vg.lv_report(self.validate_name(name))
         if lv is None or self._kind(lv) != _VOLUME:
             raise VolumeNotFound(f"no volume {name!r}")
         if not lv.is_active:
@@ -370,8 +375,13 @@ class ThinLVMDriver(ManageMixin, VolumeDriver):
     def _confirm_absent(self, name: str) -> None:
         """Unless LVM itself says there is no LV ``name``, raise ``BackendUnavailable``:
         a report that left out an existing LV must not make its delete a success."""
-        lv = self.vg.lv_report(name)
+        try:
+            lv = self.vg.lv_report(name)
+        except Exception:  # no second opinion: the report is not reused either
+            self.vg.forget_report()
+            raise
         if lv is not None:
+            self.vg.forget_report()  # it left out an LV: never reuse it
             reason = (f"the LVM report of volume group {self.vg_name!r} did not list "
                       f"{name!r}, which LVM lists on its own (a truncated report, or "
                       f"it was created meanwhile): nothing was deleted")

@@ -1,9 +1,10 @@
 """The LVM driver's compliance hooks: what ``driver-kit check`` needs to certify it
 against LVM itself.
 
-Every figure is read straight from one ``lvs`` of the volume group (never through
-the driver's stats); LVs are made, resized and removed with plain LVM commands;
-and a volume group can be made to vanish, fail to list or answer slowly.
+Every figure is read straight from LVM (a full read of the volume group of its
+own, never through the driver's stats or its reused report); LVs are made,
+resized and removed with plain LVM commands; and a volume group can be made to
+vanish, fail to list or answer slowly.
 """
 
 from __future__ import annotations
@@ -27,8 +28,10 @@ def _vg(driver: ThinLVMDriver) -> VolumeGroup:
 
 
 def _read_truth(driver: ThinLVMDriver) -> BackendTruth:
-    """The VG, its thin pool and every LV as LVM reports them, in bytes."""
-    report = _vg(driver).report()
+    """The VG, its thin pool and every LV as LVM reports them, in bytes: read anew by a
+    volume group of its own, never the driver's reused report."""
+    vg = _vg(driver)
+    report = VolumeGroup(vg.vg_name, executor=vg.executor).report()
     extent = report.extent_size_bytes
     pools, volumes = [], []
     pool = report.find_lv(driver.pool_name)
@@ -104,5 +107,7 @@ COMPLIANCE_HOOKS = ComplianceHooks(
     slow_backend=lambda driver, delay_s: _trouble(driver, _Troubled(_vg(driver),
                                                                     delay_s=delay_s)),
     repair_backend=_repair,
+    # LVM processes, commands through the read session's lvm shell, and reads that
+    # reused the report (each read the PVs' headers and the pool's device-mapper status)
     backend_calls=lambda driver: driver.executor.commands_run
-    + driver.executor.shell_commands_run)
+    + driver.executor.shell_commands_run + _vg(driver).report_cache_stats.hits)

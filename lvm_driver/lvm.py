@@ -1,7 +1,8 @@
 """A brick-style wrapper of one LVM volume group: its commands.
 
-Every read of the VG's state is one ``lvs`` process whose JSON output
-``lvm_driver.report`` parses into typed, immutable records; every change is
+Every full read of the VG's state is one ``lvs`` process whose JSON output
+``lvm_driver.report`` parses into typed, immutable records, reused while the
+VG's metadata is unchanged (``lvm_driver.report_cache``); every change is
 one LVM process with an argv list. Names, tags and sizes are validated
 (``lvm_driver.names``) before any process starts. Policy (which pool, how much
 room, what a name means) belongs to the driver on top, not here. The names
@@ -12,7 +13,7 @@ the one import for users of the wrapper.
 from __future__ import annotations
 
 import re
-from typing import Final
+from typing import Any, Final
 
 from driver_kit.exceptions import InvalidInput
 
@@ -27,6 +28,10 @@ from lvm_driver.report import (REPORT_FIELDS, VG_FIELDS, LogicalVolume, LVAttr,
                                LVNotFoundError, VGInfo, VGReport, gc_paused, load_rows,
                                lvs_from_rows, parse_lvs_report, parse_vgs_report,
                                report_from_rows)
+from lvm_driver.mda import Fingerprint
+from lvm_driver.report_cache import (PV_CHECK_FIELDS, PV_FIELDS, CacheStats, DeviceSources,
+                                     ReportCache, parse_pvs_report, sources_of,
+                                     with_pool_usage)
 
 __all__ = [
     "VolumeGroup", "VGReport", "VGInfo", "LogicalVolume", "LVAttr",
@@ -45,8 +50,12 @@ __all__ = [
 class VolumeGroup:
     """One LVM volume group: a report of everything in it, and its commands.
 
-    No I/O in the constructor. Each method starts exactly one LVM process
-    (``report`` a second, ``vgs``, only when the VG has no LV at all). Names
+    No I/O in the constructor. Each method starts exactly one LVM process,
+    except ``report``: none while the VG's metadata is unchanged, else one
+    ``lvs`` (plus ``pvs`` when the PVs are unknown, in doubt or changed, and
+    ``vgs`` when the VG has no LV at all). ``sources``: how PV headers and a
+    thin pool's device-mapper status are read (default: the executor's
+    runner's, else the kernel's; see ``report_cache``). Names
     are validated before any process starts; LVM's failures arrive as the
     executor's typed errors (``LVMNotFoundError`` is also a NotFound,
     ``LVMAlreadyExistsError`` also an AlreadyExists).
@@ -54,9 +63,11 @@ class VolumeGroup:
 
     REPORT_FIELDS: Final = REPORT_FIELDS
 
-    def __init__(self, vg_name: str, *, executor: LVMExecutor):
+    def __init__(self, vg_name: str, *, executor: LVMExecutor,
+                 sources: DeviceSources | None = None):
         self._vg_name = validate_vg_name(vg_name)
         self._executor = executor
+        self._cache = ReportCache(sources if sources is not None else sources_of(executor))
 
     @property
     def vg_name(self) -> str:
@@ -75,35 +86,106 @@ class VolumeGroup:
     # -- reads ---------------------------------------------------------------
 
     def report_argv(self) -> list[str]:
-        """The one ``lvs`` command behind ``report()``.
+        """The one ``lvs`` command behind a full ``report()``: metadata only.
 
-        Not ``--readonly``: that option disables activation, so LVM would not
-        ask the kernel and every data_percent/metadata_percent would be empty.
+        ``--readonly`` disables activation, so LVM asks the kernel nothing (no
+        device-mapper call per LV): the state and open flags of ``lv_attr`` are
+        X (unknown) and no percentage is printed. The thin pools' usage comes
+        from device-mapper (``report_cache.with_pool_usage``); the live state of
+        one LV from ``lv_report``. The VG's PV and metadata-area counts ride
+        along (``PV_CHECK_FIELDS``): they say whether the PVs learned are still
+        all of the VG's.
         """
+        return ["lvs", "--readonly", "--reportformat", "json", "--units", "b",
+                "--nosuffix", "-o", ",".join(REPORT_FIELDS + PV_CHECK_FIELDS),
+                self._vg_name]
+
+    def live_report_argv(self, target: str | None = None) -> list[str]:
+        """``lvs`` asking the kernel too (state, open, data%) of ``target`` (an LV
+        path; default the whole VG)."""
         return ["lvs", "--reportformat", "json", "--units", "b", "--nosuffix",
-                "-o", ",".join(REPORT_FIELDS), self._vg_name]
+                "-o", ",".join(REPORT_FIELDS), target or self._vg_name]
+
+    def pvs_argv(self) -> list[str]:
+        """The ``pvs`` naming the PVs (and their metadata areas) of the VG."""
+        return ["pvs", "--readonly", "--reportformat", "json", "-o", ",".join(PV_FIELDS)]
+
+    @property
+    def report_cache_stats(self) -> CacheStats:
+        """Reports reused (hits), read anew after a change (misses) or for a doubt."""
+        return self._cache.stats
+
+    def forget_report(self) -> None:
+        """Reuse nothing until the next full report (one the caller found wrong)."""
+        self._cache.clear()
 
     def report(self, *, timeout_s: float | None = None) -> VGReport:
-        """Everything about the VG from one ``lvs`` process (read-only).
+        """Everything about the VG: reused while its metadata is unchanged (no
+        process), else one ``lvs --readonly`` (and a ``pvs`` when the VG's PVs are
+        not known, in doubt or changed); each thin pool's usage from device-mapper
+        either way.
 
         A missing VG raises ``LVMVolumeGroupNotFoundError`` (a NotFound);
-        ``timeout_s`` bounds each process (default: the executor's).
+        ``timeout_s`` bounds each process (default: the executor's). Any failure
+        forgets the reused report.
         """
-        result = self._executor.run(self.report_argv(), readonly=True, timeout_s=timeout_s)
+        try:
+            found, fingerprint = self._cache.lookup()
+            if found is None:
+                self._cache.clear()
+                found = self._full_report(fingerprint, timeout_s)
+            return with_pool_usage(found[0], found[1], self._cache.sources,
+                                   lambda pool: self.lv_report(pool, timeout_s=timeout_s))
+        except BaseException:
+            self._cache.clear()
+            raise
+
+    def _full_report(self, fingerprint: Fingerprint | None,
+                     timeout_s: float | None) -> tuple[VGReport, tuple[int, ...]]:
+        """The ``lvs``, after the fingerprint it is kept under was read (a commit in
+        between only makes the next refresh a miss); ``pvs`` first when the PVs are
+        unknown or in doubt, and after it when the ``lvs`` counts other PVs than
+        those learned (then nothing is kept: the next read is a full one)."""
+        learned = fingerprint is None
+        if learned:
+            self._learn_pvs(timeout_s)
+            fingerprint = self._cache.fingerprint()
+        report, first_row = self._lvs(self.report_argv(), timeout_s)
+        if not self._cache.same_pvs(first_row):
+            if not learned:
+                self._learn_pvs(timeout_s)
+            fingerprint = None
+        return report, self._cache.store(fingerprint, report)
+
+    def _learn_pvs(self, timeout_s: float | None) -> None:
+        result = self._executor.run(self.pvs_argv(), readonly=True, timeout_s=timeout_s)
+        self._cache.learn(parse_pvs_report(result.stdout, self._vg_name))
+
+    def live_report(self, *, timeout_s: float | None = None) -> VGReport:
+        """The VG from one ``lvs`` that asks the kernel about every LV (state, open,
+        data%): never reused, for the rare listings that need each LV's live state."""
+        return self._lvs(self.live_report_argv(), timeout_s)[0]
+
+    def _lvs(self, argv: list[str],
+             timeout_s: float | None) -> tuple[VGReport, dict[str, Any] | None]:
+        """The report of one ``lvs`` (plus ``vgs`` for a VG without LVs), and its
+        first row as printed (None without rows)."""
+        result = self._executor.run(argv, readonly=True, timeout_s=timeout_s)
         with gc_paused():
             rows = load_rows(result.stdout, "lv")
             if rows:
-                return report_from_rows(rows, self._vg_name, None)
-        return report_from_rows(rows, self._vg_name, self.vg_info(timeout_s=timeout_s))
+                return report_from_rows(rows, self._vg_name, None), rows[0]
+        return report_from_rows(rows, self._vg_name, self.vg_info(timeout_s=timeout_s)), None
 
     def lv_report(self, name: str, *, timeout_s: float | None = None) -> LogicalVolume | None:
-        """LV ``name`` alone, from ``lvs <vg>/<name>``; None when LVM says it does not exist.
+        """LV ``name`` alone, live (state, open, data%), from ``lvs <vg>/<name>``; None
+        when LVM says it does not exist. Never reused.
 
         LVM's own answer about one name, a second opinion on a report that
         did not list it: an ``lvs`` exiting 0 without that one row raises
         ``LVMOutputError``; a missing VG raises ``LVMVolumeGroupNotFoundError``.
         """
-        argv = [*self.report_argv()[:-1], self._lv_path(name)]
+        argv = self.live_report_argv(self._lv_path(name))
         try:
             result = self._executor.run(argv, readonly=True, timeout_s=timeout_s)
         except LVMVolumeGroupNotFoundError:

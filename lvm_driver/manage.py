@@ -59,14 +59,15 @@ class ManageMixin:
                                f"naming the LV, got {existing_ref!r}")
         return self.validate_name(existing_ref[REFERENCE_KEY])
 
-    def _why_not(self, report: VGReport, lv: LogicalVolume, kind: str) -> str | None:
-        """Why ``lv`` cannot be adopted as a ``kind`` ("already managed", "... in use")."""
+    def _why_not(self, lv: LogicalVolume, kind: str, is_open: bool | None) -> str | None:
+        """Why ``lv`` cannot be adopted as a ``kind`` ("already managed", "... in use");
+        ``is_open``: whether the kernel has it open (a live read's ``lv_attr``)."""
         what = self._kind(lv)
         if what != kind:
             return f"it is {what}, not {kind}"
         if self._tag_of(kind) in lv.tags:
             return "already managed"
-        if lv.attr.device_open:
+        if is_open:
             return f"{'volume' if kind == _VOLUME else 'snapshot'} in use"
         if not lv.is_thin_volume and not self.offer_thick:
             return "a thick LV, and lvm_offer_thick is false (no thick pool to hold it)"
@@ -80,7 +81,8 @@ class ManageMixin:
         if lv is None:
             raise (VolumeNotFound if kind == _VOLUME else SnapshotNotFound)(
                 f"no logical volume {self.vg_name}/{name} to manage")
-        reason = self._why_not(report, lv, kind)
+        live = self.vg.lv_report(name)  # open or not: the kernel's word, now
+        reason = self._why_not(lv, kind, live is not None and live.attr.device_open)
         if reason == "already managed":
             raise AlreadyExists(f"logical volume {self.vg_name}/{name} is already managed "
                                 f"by this driver")
@@ -189,11 +191,13 @@ class ManageMixin:
 
     def _manageable(self, kind: str) -> list[dict[str, Any]]:
         report = self._read()
+        # which LVs are open: one lvs that asks the kernel about each LV (a rare listing)
+        is_open = {lv.name: lv.attr.device_open for lv in self.vg.live_report().lvs}
         entries = []
         for lv in report.lvs:
             if self._kind(lv) != kind or (lv.is_thick and not self.offer_thick):
                 continue
-            reason = self._why_not(report, lv, kind)
+            reason = self._why_not(lv, kind, is_open.get(lv.name))
             info = self._info(lv)
             snapshots = self._snapshots_of(report, lv.name)
             entry = {"reference": {REFERENCE_KEY: lv.name}, "size": info.size_gb,
@@ -236,7 +240,10 @@ class ManageMixin:
         if snapshot.size_bytes != volume.size_bytes:
             raise InvalidInput(f"volume {name!r} was resized since snapshot "
                                f"{snapshot_name!r} was taken: nothing was reverted")
-        if volume.attr.device_open:
+        live = self.vg.lv_report(name)  # open or not: the kernel's word, now
+        if live is None:
+            raise VolumeNotFound(f"no volume {name!r}")
+        if live.attr.device_open:
             raise VolumeBusy(f"volume {name!r} is open (attached or exported): detach it "
                              f"first; nothing was reverted")
         self.vg.merge_snapshot(snapshot_name)

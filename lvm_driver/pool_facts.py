@@ -97,8 +97,9 @@ def _thin_pool_facts(report: VGReport, vg_name: str, pool_name: str) -> PoolFact
         snapshot_bytes=sum(lv.size_bytes for lv in snapshots),
         thin_provisioning_support=True, thick_provisioning_support=False,
         total_volumes=len(volumes), used_bytes=used,
-        driver_used_bytes=sum(math.ceil(lv.size_bytes * (lv.data_percent or 0) / 100)
-                              for lv in ours),
+        # the bulk read asks the kernel nothing per LV: no data% of each volume
+        driver_used_bytes=None if any(lv.data_percent is None for lv in ours) else sum(
+            math.ceil(lv.size_bytes * lv.data_percent / 100) for lv in ours),
         data_percent=pool.data_percent, metadata_percent=pool.metadata_percent,
         location_info=f"ThinLVMDriver:{vg_name}:{pool_name}",
         extra={"volume_group": vg_name, "snapshot_count": len(snapshots)})

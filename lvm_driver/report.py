@@ -175,6 +175,22 @@ class VGReport:
                 f"no logical volume {name!r} in volume group {self.vg_name!r}")
         return lv
 
+    def with_lvs(self, replaced: dict[int, LogicalVolume]) -> VGReport:
+        """This report with the LVs at the given indexes replaced (same names): the
+        pool's usage laid over a reused report, without rebuilding the whole index."""
+        lvs = list(self.lvs)
+        by_name = dict(self._by_name)
+        for index, lv in replaced.items():
+            if lvs[index].name != lv.name:
+                raise ValueError(f"LV {index} is {lvs[index].name!r}, not {lv.name!r}")
+            lvs[index] = by_name[lv.name] = lv
+        report = object.__new__(VGReport)
+        for name in ("vg_name", "vg_size_bytes", "vg_free_bytes", "extent_size_bytes"):
+            object.__setattr__(report, name, getattr(self, name))
+        object.__setattr__(report, "lvs", tuple(lvs))
+        object.__setattr__(report, "_by_name", by_name)
+        return report
+
     def thin_pools(self) -> tuple[LogicalVolume, ...]:
         return tuple(lv for lv in self.lvs if lv.is_thin_pool)
 

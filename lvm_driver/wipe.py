@@ -40,13 +40,15 @@ WIPE_OPTS = [
 
 def wipe_thick(vg: VolumeGroup, lv: LogicalVolume, conf: BackendConfig) -> None:
     """Zero thick LV ``lv`` of ``vg`` as ``conf``'s ``volume_clear`` and
-    ``volume_clear_size`` say (activating it first if need be); a wipe that fails
+    ``volume_clear_size`` say (activating it first if a live read of that one LV says
+    it is inactive); a wipe that fails
     raises, so the delete fails and the LV stays."""
     if conf.get("volume_clear", "zero") == "none":
         return
     clear_mib = conf.get("volume_clear_size", 0)
     nbytes = lv.size_bytes if not clear_mib else min(lv.size_bytes, clear_mib * 1024 ** 2)
-    if not lv.is_active:
+    live = vg.lv_report(lv.name)  # active or not: the kernel's word, now
+    if live is None or not live.is_active:
         vg.activate(lv.name)
     LOG.info("wiping %d bytes of thick volume %s/%s before removing it", nbytes,
              vg.vg_name, lv.name)

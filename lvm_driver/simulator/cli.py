@@ -28,7 +28,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = list(sys.argv[1:] if argv is None else argv)
     usage = ("usage: python -m lvm_driver.simulator --state FILE COMMAND [ARGS...]\n"
              "  COMMAND: an LVM command (lvs, vgs, lvcreate, lvextend, lvremove,\n"
-             "  lvrename, lvchange, lvconvert --merge, pvcreate, vgcreate,\n"
+             "  lvrename, lvchange, lvconvert --merge, pvcreate, vgcreate, vgextend, pvs,\n"
              "  lvm segtypes|version), dd if=/dev/zero of=/dev/VG/LV ..., or\n"
              "  sim-create-vg NAME SIZE [EXTENT_SIZE] | sim-write VG/LV SIZE |\n"
              "  sim-clear-faults   (sizes like 10G, 512M, 4096b), or lvm alone:\n"

@@ -22,8 +22,8 @@ from lvm_driver.simulator.errors import EXIT_NO_SUCH_CMD, EXIT_OK, Fail
 from lvm_driver.simulator.lv_change import (cmd_lvchange, cmd_lvconvert, cmd_lvextend,
                                             cmd_lvremove, cmd_lvrename)
 from lvm_driver.simulator.lv_create import cmd_lvcreate
-from lvm_driver.simulator.pv_vg import cmd_pvcreate, cmd_vgcreate
-from lvm_driver.simulator.reports import cmd_lvs, cmd_vgs
+from lvm_driver.simulator.pv_vg import cmd_pvcreate, cmd_vgcreate, cmd_vgextend
+from lvm_driver.simulator.reports import cmd_lvs, cmd_pvs, cmd_vgs
 from lvm_driver.simulator.session import Output, Session
 
 LVM_VERSION_TEXT: Final = (
@@ -51,6 +51,7 @@ class Command:
 COMMANDS: Final[dict[str, Command]] = {
     "lvs": Command(cmd_lvs, {**COMMON_OPTIONS, **REPORT_OPTIONS, **opts("-a --all")}),
     "vgs": Command(cmd_vgs, {**COMMON_OPTIONS, **REPORT_OPTIONS}),
+    "pvs": Command(cmd_pvs, {**COMMON_OPTIONS, **REPORT_OPTIONS}),
     "lvcreate": Command(cmd_lvcreate, {**COMMON_OPTIONS, **opts(
         "-L --size=", "-l --extents=", "-V --virtualsize=", "-n --name=", "-T --thin",
         "--thinpool=", "--type=", "-s --snapshot", "-k --setactivationskip=",
@@ -67,9 +68,10 @@ COMMANDS: Final[dict[str, Command]] = {
     "lvconvert": Command(cmd_lvconvert, {**COMMON_OPTIONS, **opts("--merge")}),
     "pvcreate": Command(cmd_pvcreate, {**COMMON_OPTIONS, **opts("--setphysicalvolumesize=")}),
     "vgcreate": Command(cmd_vgcreate, {**COMMON_OPTIONS, **opts("-s --physicalextentsize=")}),
+    "vgextend": Command(cmd_vgextend, {**COMMON_OPTIONS, **opts("--setphysicalvolumesize=")}),
 }
 #: commands that only report (``lvm version`` and ``lvm segtypes`` by subcommand)
-READ_ONLY_COMMANDS: Final = frozenset({"lvs", "vgs", "version", "segtypes"})
+READ_ONLY_COMMANDS: Final = frozenset({"lvs", "vgs", "pvs", "version", "segtypes"})
 #: tools that are not LVM but run on its LVs (their own arguments, no ``lvm`` form)
 OTHER_TOOLS: Final[dict[str, Callable[[Session, list[str]], None]]] = {"dd": cmd_dd}
 

@@ -43,8 +43,9 @@ def new_fault(command: str, *, exit_code: int, stderr: str | None, stdout: str,
 def new_state_fault(operation: str, *, command: str | None, times: int | None,
                     argv_contains: str | None) -> dict[str, Any]:
     """The record of an I/O error on the state file (see ``inject_state_error``), checked."""
-    if operation not in ("read", "write"):
-        raise SimulatorError(f"operation must be 'read' or 'write', got {operation!r}")
+    if operation not in ("read", "write", "header"):
+        raise SimulatorError(f"operation must be 'read', 'write' (the state file) or "
+                             f"'header' (a PV's LVM headers), got {operation!r}")
     check_times(times)
     return {"operation": operation, "command": command, "times": times,
             "argv_contains": argv_contains}

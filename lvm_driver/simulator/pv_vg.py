@@ -1,4 +1,4 @@
-"""Setting up a VG: ``pvcreate`` and ``vgcreate``, as the operator would before the
+"""Setting up a VG: ``pvcreate``, ``vgcreate`` and ``vgextend``, as the operator would before the
 driver runs (``LVMSimulator.create_vg`` runs them on a pseudo device).
 """
 
@@ -46,6 +46,18 @@ def cmd_pvcreate(session: Session, args: Args) -> None:
         session.out.print(f'Physical volume "{device}" successfully created.')
 
 
+def _free_pv(session: Session, args: Args, device: str) -> dict:
+    """The PV of ``device`` (made first if it is none), refused if it is in a VG."""
+    pv = session.state["pvs"].get(device)
+    if pv is None:
+        cmd_pvcreate(session, Args("pvcreate", dict(args.values), [device]))
+        return session.state["pvs"][device]
+    if pv["vg"]:
+        raise Fail(EXIT_FAILED, f'Physical volume "{device}" is already in volume '
+                                f'group "{pv["vg"]}"')
+    return pv
+
+
 def cmd_vgcreate(session: Session, args: Args) -> None:
     """``vgcreate VG DEVICE...``: a VG of whole extents of its PVs (made PVs first if need be)."""
     if len(args.positionals) < 2:
@@ -65,14 +77,7 @@ def cmd_vgcreate(session: Session, args: Args) -> None:
         raise Fail(EXIT_FAILED, f"A volume group called {name} already exists.")
     extent_count = 0
     for device in devices:
-        pv = session.state["pvs"].get(device)
-        if pv is None:
-            cmd_pvcreate(session, Args("pvcreate", dict(args.values), [device]))
-            pv = session.state["pvs"][device]
-        elif pv["vg"]:
-            raise Fail(EXIT_FAILED, f'Physical volume "{device}" is already in volume '
-                                    f'group "{pv["vg"]}"')
-        extent_count += (pv["size"] - PV_METADATA_BYTES) // extent
+        extent_count += (_free_pv(session, args, device)["size"] - PV_METADATA_BYTES) // extent
     if extent_count <= 0:
         raise Fail(EXIT_FAILED, "Volume group has no usable extents.")
     for device in devices:
@@ -84,3 +89,17 @@ def cmd_vgcreate(session: Session, args: Args) -> None:
     }
     session.dirty = True
     session.out.print(f'Volume group "{name}" successfully created')
+
+
+def cmd_vgextend(session: Session, args: Args) -> None:
+    """``vgextend VG DEVICE...``: the VG grows by the whole extents of more PVs."""
+    if len(args.positionals) < 2:
+        raise invalid("vgextend", "Please enter volume group name and physical volume(s)")
+    vg = session.vg(args.positionals[0])
+    for device in args.positionals[1:]:
+        pv = _free_pv(session, args, device)
+        vg["extent_count"] += (pv["size"] - PV_METADATA_BYTES) // vg["extent_size"]
+        pv["vg"] = vg["name"]
+        vg["pvs"].append(device)
+    session.touch(vg)
+    session.out.print(f'Volume group "{vg["name"]}" successfully extended')

@@ -15,17 +15,23 @@ from lvm_driver.simulator.errors import EXIT_FAILED, Fail, parse_error
 from lvm_driver.simulator.session import Session
 from lvm_driver.simulator.sizes import format_size
 
-_SIZE_FIELDS = {"vg_size", "vg_free", "vg_extent_size", "lv_size", "lv_metadata_size"}
+_SIZE_FIELDS = {"vg_size", "vg_free", "vg_extent_size", "lv_size", "lv_metadata_size",
+                "pv_size", "dev_size"}
 _COUNT_FIELDS = {"vg_extent_count", "vg_free_count", "lv_count", "pv_count",
-                 "snap_count", "vg_seqno"}
+                 "snap_count", "vg_seqno", "pv_mda_count", "vg_mda_count"}
 _LV_FIELDS = ("lv_name", "lv_size", "lv_attr", "lv_layout", "lv_role", "pool_lv",
               "origin", "data_percent", "metadata_percent", "lv_metadata_size",
               "lv_uuid", "lv_tags", "lv_active", "lv_skip_activation", "lv_full_name",
               "lv_path", "segtype", "move_pv", "mirror_log", "copy_percent", "convert_lv")
 _VG_FIELDS = ("vg_name", "vg_size", "vg_free", "vg_extent_size", "vg_uuid",
               "vg_extent_count", "vg_free_count", "lv_count", "pv_count", "snap_count",
-              "vg_attr", "vg_seqno")
+              "vg_attr", "vg_seqno", "vg_mda_count")
+_PV_FIELDS = ("pv_name", "pv_uuid", "pv_fmt", "pv_mda_count", "pv_size", "dev_size",
+              "pv_attr")
 _HEADINGS = {
+    "vg_mda_count": "#VMda", "pv_name": "PV", "pv_uuid": "PV UUID", "pv_fmt": "Fmt",
+    "pv_mda_count": "#PMda",
+    "pv_size": "PSize", "dev_size": "DevSize", "pv_attr": "Attr",
     "lv_name": "LV", "vg_name": "VG", "lv_attr": "Attr", "lv_size": "LSize",
     "pool_lv": "Pool", "origin": "Origin", "data_percent": "Data%",
     "metadata_percent": "Meta%", "move_pv": "Move", "mirror_log": "Log",
@@ -43,13 +49,15 @@ _DEFAULT_COLUMNS = {
             "copy_percent", "convert_lv"),
     "vgs": ("vg_name", "pv_count", "lv_count", "snap_count", "vg_attr", "vg_size",
             "vg_free"),
+    "pvs": ("pv_name", "vg_name", "pv_fmt", "pv_attr", "pv_size"),
 }
 
 
 def report_columns(args: Args) -> list[str]:
     """The fields ``-o`` asks for (``+`` adds to the defaults), by their full names."""
-    known = _LV_FIELDS + _VG_FIELDS if args.command == "lvs" else _VG_FIELDS
-    prefix = "lv_" if args.command == "lvs" else "vg_"
+    known = {"lvs": _LV_FIELDS + _VG_FIELDS, "pvs": _PV_FIELDS + _VG_FIELDS}.get(
+        args.command, _VG_FIELDS)
+    prefix = {"lvs": "lv_", "pvs": "pv_"}.get(args.command, "vg_")
     columns: list[str] = []
     options = args.all("options")
     if not options or options[0].startswith("+"):

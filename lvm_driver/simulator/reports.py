@@ -143,6 +143,7 @@ def _vg_row(session: Session, vg: dict[str, Any]) -> dict[str, Any]:
         "vg_extent_count": vg["extent_count"], "vg_free_count": free,
         "lv_count": len(vg["lvs"]), "pv_count": len(vg["pvs"]),
         "snap_count": 0, "vg_attr": "wz--n-", "vg_seqno": vg["seqno"],
+        "vg_mda_count": len(vg["pvs"]),
     }
 
 
@@ -200,5 +201,28 @@ def cmd_vgs(session: Session, args: Args) -> None:
             continue
         rows.append(_vg_row(session, vg))
     emit_report(session, args, "vg", rows, columns)
+    if failed:
+        raise Fail(EXIT_FAILED)
+
+
+def cmd_pvs(session: Session, args: Args) -> None:
+    """``pvs [PV...]``: one row per PV (each with one metadata area), its VG's fields too."""
+    columns = report_columns(args)
+    rows = []
+    failed = False
+    for device in args.positionals or sorted(session.state["pvs"]):
+        pv = session.state["pvs"].get(device)
+        if pv is None:
+            session.out.error(f"Failed to find physical volume \"{device}\".")
+            failed = True
+            continue
+        vg = session.state["vgs"].get(pv["vg"]) if pv["vg"] else None
+        row = {"pv_name": device, "pv_uuid": pv["uuid"], "pv_fmt": "lvm2",
+               "pv_mda_count": 1, "pv_size": pv["size"], "dev_size": pv["size"],
+               "pv_attr": "a--" if vg else "---", "vg_name": pv["vg"] or ""}
+        if vg is not None:
+            row = {**_vg_row(session, vg), **row}
+        rows.append(row)
+    emit_report(session, args, "pv", rows, columns)
     if failed:
         raise Fail(EXIT_FAILED)

@@ -9,14 +9,22 @@ operators set up a VG, stand for a guest writing data, and inject faults.
 
 from __future__ import annotations
 
+import contextlib
 import copy
+import errno
 import os
+import shutil
 import sys
+import tempfile
 import threading
+import weakref
 from collections.abc import Sequence
 from typing import Any
 
+from lvm_driver import mda
 from lvm_driver.executor import CommandResult, LVMExecutor
+from lvm_driver.report_cache import DeviceSources
+from lvm_driver.simulator import dm
 from lvm_driver.simulator.dispatch import COMMANDS, OTHER_TOOLS, execute
 from lvm_driver.simulator.errors import EXIT_FAILED, SimulatorError, StateFileError
 from lvm_driver.simulator.faults import new_fault, new_state_fault, run_with_fault, take_matching
@@ -38,6 +46,7 @@ class LVMSimulator(StateStore):
         self._count_lock = threading.Lock()
         self.commands_run = 0
         self.last_env: dict[str, str] | None = None
+        self._pv_dir: str | None = None
 
     # -- the runner seam -------------------------------------------------------
 
@@ -79,6 +88,40 @@ class LVMSimulator(StateStore):
         return [sys.executable, "-m", "lvm_driver.simulator", "--state",
                 os.fspath(self.state_file), "lvm"], True
 
+    def device_sources(self) -> DeviceSources:
+        """What the driver's read path reads besides LVM on this simulator: the PV files'
+        headers (with the injected EIO faults) and the simulated pools' status."""
+        return DeviceSources(read_block=self.read_pv_block,
+                             thin_pool_status=self.thin_pool_status)
+
+    def read_pv_block(self, path: str, offset: int, length: int) -> tuple[int, bytes]:
+        """``mda.read_block`` of a PV file, unless an injected header fault fails it (EIO)."""
+        if self.state_file is None or os.path.exists(self.state_file + ".io-faults"):
+            with self._thread_lock, (self._locked() if self.state_file
+                                     else contextlib.nullcontext()):
+                failed = self._io_fault("header", ["pv-header-read", path])
+            if failed:
+                raise OSError(errno.EIO, os.strerror(errno.EIO), path)
+        return mda.read_block(path, offset, length)
+
+    def thin_pool_status(self, vg_name: str, pool_name: str) -> dm.SimThinPoolStatus | None:
+        """The simulated device-mapper status of a thin pool (None: not active), as last
+        saved: like the kernel's, it does not wait for a command holding the VG lock."""
+        try:
+            with self._peek() as state:
+                return dm.thin_pool_status(state, vg_name, pool_name)
+        except StateFileError as exc:
+            raise OSError(errno.EIO, str(exc)) from None
+
+    def inject_header_error(self, *, times: int | None = 1,
+                            device: str | None = None) -> None:
+        """Make the next ``times`` reads of a PV's LVM headers (of ``device``, default
+        any) fail with EIO, as a failing disk would (None: every read)."""
+        fault = new_state_fault("header", command=None, times=times, argv_contains=device)
+        with self._thread_lock, (self._locked() if self.state_file
+                                 else contextlib.nullcontext()):
+            self._save_io_faults(self._load_io_faults() + [fault])
+
     def executor(self, **kwargs: Any) -> LVMExecutor:
         """An ``LVMExecutor`` that runs its commands on this simulator."""
         return LVMExecutor(runner=self, **kwargs)
@@ -89,18 +132,34 @@ class LVMSimulator(StateStore):
                   extent_size_bytes: int = DEFAULT_EXTENT_SIZE) -> None:
         """Create VG ``name`` of ``size_bytes`` (rounded down to whole extents).
 
-        Done through pvcreate/vgcreate on a pseudo device ``/dev/sim/<name>``.
+        Done through pvcreate/vgcreate on a PV file (``pv_path``) that carries real
+        LVM2 headers, rewritten on every commit.
         """
         if size_bytes < extent_size_bytes:
             raise SimulatorError("a VG needs at least one extent")
-        device = f"/dev/sim/{name}"
+        device = self.pv_path(name)
+        made = not os.path.exists(device)
+        with open(device, "ab"):
+            pass
         pv_bytes = size_bytes // SECTOR * SECTOR + PV_METADATA_BYTES
         for argv in (["pvcreate", "--setphysicalvolumesize", f"{pv_bytes}b", device],
                      ["vgcreate", "--physicalextentsize", f"{extent_size_bytes}b",
                       name, device]):
             result = self.run(argv)
             if result.exit_code:
+                if made:
+                    os.unlink(device)
                 raise SimulatorError(f"{' '.join(argv)} failed: {result.stderr.strip()}")
+
+    def pv_path(self, name: str) -> str:
+        """The file standing for VG ``name``'s PV: beside the state file, or in a
+        directory of this simulator's own (removed with it) for a state in memory."""
+        if self.state_file is not None:
+            return f"{self.state_file}.pv-{name}"
+        if self._pv_dir is None:
+            self._pv_dir = tempfile.mkdtemp(prefix="lvmsim-pvs-")
+            weakref.finalize(self, shutil.rmtree, self._pv_dir, ignore_errors=True)
+        return os.path.join(self._pv_dir, name)
 
     def write_data(self, vg: str, lv: str, nbytes: int) -> None:
         """Write ``nbytes`` of new data to thin LV ``vg/lv``: pool usage grows.

@@ -23,6 +23,7 @@ from typing import Any, Final
 
 from lvm_driver.simulator.errors import StateFileError
 from lvm_driver.simulator.faults import take_matching
+from lvm_driver.simulator.pv_headers import vg_seqnos, write_changed_headers
 
 STATE_VERSION: Final = 1
 
@@ -43,11 +44,24 @@ class StateStore:
         self.state_file = os.fspath(state_file) if state_file is not None else None
         self._memory = empty_state()
         self._thread_lock = threading.RLock()
+        #: a memory state's I/O faults (a file state keeps them beside the file)
+        self._memory_io_faults: list[dict[str, Any]] = []
 
     def state(self) -> dict[str, Any]:
         """A copy of the whole simulated state (for assertions and debugging)."""
         with self._transaction() as state:
             return copy.deepcopy(state)
+
+    @contextlib.contextmanager
+    def _peek(self) -> Iterator[dict[str, Any]]:
+        """The state as last saved, to read only, without waiting for the file lock (a
+        file is replaced whole, never written in place): what the kernel knows does
+        not wait for an LVM command."""
+        if self.state_file is None:
+            with self._thread_lock:
+                yield self._memory
+            return
+        yield self._load()
 
     # -- internals ----------------------------------------------------------------------
 
@@ -87,18 +101,25 @@ class StateStore:
         """
         with self._thread_lock:
             if self.state_file is None:
-                yield self._memory
+                commits = vg_seqnos(self._memory)
+                try:
+                    yield self._memory
+                finally:
+                    write_changed_headers(self._memory, commits)
                 return
             with self._locked():
                 state = self._load(fail=self._io_fault("read", argv))
                 before = json.dumps(state, sort_keys=True)
+                commits = vg_seqnos(state)
                 try:
                     yield state
                 finally:
                     # Saved even when the command then raises (a hang
                     # after applying, a full pool): LVM commits as it goes.
+                    # The PVs' headers follow only a state that was saved.
                     if json.dumps(state, sort_keys=True) != before:
                         self._save(state, fail=self._io_fault("write", argv))
+                        write_changed_headers(state, commits)
 
     def _load(self, *, fail: bool = False) -> dict[str, Any]:
         assert self.state_file is not None
@@ -132,7 +153,8 @@ class StateStore:
         _write_json(self.state_file, state, fail=fail)
 
     def _load_io_faults(self) -> list[dict[str, Any]]:
-        assert self.state_file is not None
+        if self.state_file is None:
+            return list(self._memory_io_faults)
         path = self.state_file + ".io-faults"
         try:
             with open(path, encoding="utf-8") as handle:
@@ -146,7 +168,9 @@ class StateStore:
         return faults
 
     def _save_io_faults(self, faults: list[dict[str, Any]]) -> None:
-        assert self.state_file is not None
+        if self.state_file is None:
+            self._memory_io_faults = list(faults)
+            return
         path = self.state_file + ".io-faults"
         if faults:
             _write_json(path, faults)

@@ -25,17 +25,17 @@ from tests.campaign.plan import operator_name
 EMPTY_REPORT = '  {\n      "report": [\n          {\n              "lv": [\n              ]\n' \
                '          }\n      ]\n  }\n'
 WRITES = ("lvcreate", "lvremove", "lvextend", "lvchange", "lvrename")
-READS = ("lvs", "vgs")
+READS = ("lvs", "vgs", "pvs")
 #: fault kind -> the commands it is injected into
 FAULT_COMMANDS: dict[str, tuple[str, ...]] = {
     "exit_5": READS + WRITES, "exit_3": ("lvcreate", "lvremove", "lvextend"),
     "exit_139": READS, "hang": READS + WRITES, "malformed_output": READS + ("lvcreate",),
     "fail_after_apply": WRITES, "hang_after_apply": WRITES, "slow_ok": READS + WRITES,
     "slow_timeout": READS + WRITES, "empty_report": ("lvs",), "io_read": READS + WRITES,
-    "io_write": WRITES,
+    "io_write": WRITES, "io_header": ("lvs",),
 }
 #: how often each command is chosen (the driver's mix: reports first)
-COMMAND_WEIGHTS = {"lvs": 10, "vgs": 1, "lvcreate": 8, "lvremove": 4, "lvextend": 3,
+COMMAND_WEIGHTS = {"lvs": 10, "vgs": 1, "pvs": 1, "lvcreate": 8, "lvremove": 4, "lvextend": 3,
                    "lvchange": 1, "lvrename": 1}
 THIN_SIZES = ("300M", "500M", "700M", "1500M", "2500M")
 LINEAR_SIZES = ("300M", "500M", "900M")
@@ -166,6 +166,9 @@ class FaultInjector:
 
     def inject(self, kind: str, command: str) -> None:
         times = self.rng.choice((1, 1, 1, 2, 3))
+        if kind == "io_header":  # a PV's LVM headers unreadable (EIO): the driver's read
+            self.sim.inject_header_error(times=times)
+            return
         if kind in ("io_read", "io_write"):
             self.sim.inject_state_error(kind[3:], command=command, times=times)
             return

@@ -20,6 +20,7 @@ from typing import Any
 
 from lvm_driver.driver import SNAPSHOT_TAG, VOLUME_TAG
 from lvm_driver.executor import CommandResult, LVMTimeoutError, Runner
+from lvm_driver.report_cache import DeviceSources
 from lvm_driver.simulator import LVMSimulator
 
 from tests.campaign.journal import Journal
@@ -185,7 +186,11 @@ class AuditSimulator(LVMSimulator):
         if self.immune:
             return False
         hit = super()._io_fault(operation, argv)
-        if hit:
+        if hit and operation == "header":  # read outside any LVM command: its own record
+            commands = getattr(_LOCAL, "commands", None)
+            if commands is not None:
+                commands.append(["pv header read", "EIO", ["io_header"]])
+        elif hit:
             _note_fault(f"io_{operation}")
         return hit
 
@@ -239,6 +244,11 @@ class Recorder:
 
     def __init__(self, runner: Runner):
         self.runner = runner
+
+    def device_sources(self) -> DeviceSources:
+        """The wrapped runner's header and pool-status reads (the kernel's on real LVM)."""
+        provide = getattr(self.runner, "device_sources", None)
+        return provide() if callable(provide) else DeviceSources()
 
     def __call__(self, argv: list[str], env: dict[str, str],
                  timeout_s: float) -> CommandResult:

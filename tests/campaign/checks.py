@@ -22,7 +22,8 @@ on real LVM). Rules:
 * ``delete_kept_lv``/``extend_short``: a delete or extend reported success
   and the LV stayed, or is smaller than returned;
 * ``stats_up_after_fault``: a stats refresh whose last ``lvs`` was faulted
-  reported a pool up;
+  reported a pool up (a refresh that reused the last report runs no ``lvs``:
+  nothing to check; a faulted read is never reused);
 * ``operator_lost``, ``unaccounted`` and, on real LVM, ``orphan_snapshot`` (a
   driver snapshot without its origin): the state itself;
 * ``unexpected_exception``: the API raised something outside its error hierarchy;

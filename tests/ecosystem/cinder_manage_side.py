@@ -104,7 +104,7 @@ def run(workdir: Path) -> dict[str, Any]:
 
     # revert: the volume gets the snapshot's data back (a merge, as Cinder's LVM driver)
     kit.executor.runner.write_data("kitvg", adopted.name, 64 * 1024 ** 2)
-    written = kit.vg.report().get_lv(adopted.name).data_percent
+    written = kit.vg.lv_report(adopted.name).data_percent
     adopted.update({"status": "reverting"})
     adopted.save()
     snapshot.update({"status": "restoring"})
@@ -114,7 +114,7 @@ def run(workdir: Path) -> dict[str, Any]:
     snapshot.refresh()
     out["revert"] = {"status": adopted.status, "snapshot_status": snapshot.status,
                      "data_percent_before": written,
-                     "data_percent_after": kit.vg.report().get_lv(adopted.name).data_percent,
+                     "data_percent_after": kit.vg.lv_report(adopted.name).data_percent,
                      "snapshot_found": kit.backend_find_snapshot(
                          manager.driver.snapshot_name(snapshot)) is not None}
 

@@ -328,6 +328,7 @@ def test_a_report_that_cannot_be_right_fails_closed(sim, tmp_path, broken, why):
 
 def test_stats_slower_than_stats_timeout_fail_closed(sim, tmp_path):
     driver = make(tmp_path, stats_timeout=0.5)
+    sim.run(["lvchange", "--addtag", "operator", "dkvg/pool"])  # the next read is an lvs
     sim.inject("lvs", delay_s=3.0)
     pools = driver.get_volume_stats(refresh=True)["pools"]
     assert all(p["backend_state"] == "down" for p in pools)

@@ -19,6 +19,7 @@ from lvm_driver.lvm import (
     parse_lvs_report, parse_vgs_report, size_argument, validate_lv_name, validate_tag,
     validate_vg_name,
 )
+from lvm_driver.report_cache import CacheStats, DeviceSources
 
 DATA = Path(__file__).parent / "data" / "lvm"
 MiB = 1024 ** 2
@@ -86,9 +87,17 @@ class Recorder:
         return CommandResult(argv, 0, "", "")
 
 
+#: a host without device-mapper or PV headers: every pool inactive, no header readable
+NO_DEVICES = DeviceSources(read_block=lambda path, offset, length: (0, b""),
+                           thin_pool_status=lambda vg_name, pool_name: None)
+#: what ``pvs`` prints when no PV is in the VG asked about
+NO_PVS = CommandResult(["pvs"], 0, '{"report": [{"pv": []}]}', "")
+
+
 def volume_group(*results: CommandResult, name: str = "vg") -> tuple[VolumeGroup, Recorder]:
     recorder = Recorder(*results)
-    return VolumeGroup(name, executor=LVMExecutor(runner=recorder, retry_delay_s=0)), recorder
+    return VolumeGroup(name, executor=LVMExecutor(runner=recorder, retry_delay_s=0),
+                       sources=NO_DEVICES), recorder
 
 
 # -- names -------------------------------------------------------------------------
@@ -262,13 +271,16 @@ def test_captured_report_with_hidden_lvs():
     assert report.vg_free_bytes == 3141533696
 
 
-def test_readonly_report_has_no_usage_which_is_why_report_is_live():
-    """lvs --readonly never asks the kernel: no percentages, state unknown."""
+def test_readonly_report_has_no_usage_which_is_why_pools_ask_device_mapper():
+    """lvs --readonly never asks the kernel: no percentages, state unknown. The full
+    report is one (no device-mapper call per LV); the one-LV read stays live."""
     report = parse_lvs_report(with_tags(captured("lvs_stats_full")["stdout"]), "dkvg")
     pool = report.get_lv("pool")
     assert pool.data_percent is None and pool.metadata_percent is None
     assert not pool.attr.is_state_known
-    assert "--readonly" not in volume_group()[0].report_argv()
+    vg = volume_group()[0]
+    assert "--readonly" in vg.report_argv()
+    assert "--readonly" not in vg.live_report_argv("vg/lv")
 
 
 def test_captured_empty_vg_report_needs_the_vg_facts():
@@ -455,29 +467,33 @@ def test_constructor_does_no_io_and_validates_the_vg_name():
         volume_group(name="-vg")
 
 
-def test_report_is_exactly_one_lvs_process():
-    vg, recorder = volume_group(ok(REAL_REPORT), name="dkvg")
+def test_a_full_report_is_pvs_then_one_readonly_lvs():
+    vg, recorder = volume_group(NO_PVS, ok(REAL_REPORT), name="dkvg")
     report = vg.report()
     assert len(report.lvs) == 5
-    assert recorder.argvs == [[
-        "lvs", "--reportformat", "json", "--units", "b", "--nosuffix", "-o",
-        ",".join(REPORT_FIELDS), "dkvg"]]
-    assert vg.executor.commands_run == 1
+    assert recorder.argvs == [
+        ["pvs", "--readonly", "--reportformat", "json", "-o",
+         "pv_name,pv_uuid,pv_fmt,pv_mda_count,vg_name"],
+        ["lvs", "--readonly", "--reportformat", "json", "--units", "b", "--nosuffix", "-o",
+         ",".join(REPORT_FIELDS + ("pv_count", "vg_mda_count")), "dkvg"]]
+    assert vg.executor.commands_run == 2
+    assert vg.report_cache_stats == CacheStats(hits=0, misses=1, doubts=0)
 
 
 def test_report_of_an_empty_vg_asks_vgs_for_the_vg_facts():
-    vg, recorder = volume_group(ok(captured("lvs_stats_empty_vg_live")["stdout"]),
+    vg, recorder = volume_group(NO_PVS, ok(captured("lvs_stats_empty_vg_live")["stdout"]),
                                 ok(captured("vgs_report_empty_vg")["stdout"]), name="dkvg")
     report = vg.report()
     assert report.lvs == () and report.vg_size_bytes == 4290772992
-    assert [argv[0] for argv in recorder.argvs] == ["lvs", "vgs"]
-    assert "--readonly" in recorder.argvs[1]
+    assert [argv[0] for argv in recorder.argvs] == ["pvs", "lvs", "vgs"]
+    assert "--readonly" in recorder.argvs[2]
 
 
 def test_report_of_a_missing_vg_is_not_found():
     record = captured("err_lvs_missing_vg_live")
-    vg, _ = volume_group(CommandResult(record["argv"], record["exit_code"], record["stdout"],
-                                       record["stderr"]), name="no-such-vg")
+    vg, _ = volume_group(NO_PVS, CommandResult(record["argv"], record["exit_code"],
+                                               record["stdout"], record["stderr"]),
+                         name="no-such-vg")
     with pytest.raises(LVMVolumeGroupNotFoundError) as info:
         vg.report()
     assert isinstance(info.value, NotFound)

@@ -43,13 +43,17 @@ def test_constructor_does_no_io(tmp_path):
 
 
 def test_process_counts(sim, tmp_path):
-    driver = make(tmp_path)
+    driver = make(tmp_path)  # do_setup read the VG: pvs, lvs
     start = driver.executor.commands_run
     driver.get_volume_stats(refresh=True)
-    assert driver.executor.commands_run - start == 1
+    assert driver.executor.commands_run - start == 0  # nothing changed: reused
     start = driver.executor.commands_run
     driver.create_volume("volume-a", 1)
-    assert driver.executor.commands_run - start == 2
+    assert driver.executor.commands_run - start == 1  # the admission read reused too
+    start = driver.executor.commands_run
+    driver.get_volume_stats(refresh=True)
+    assert driver.executor.commands_run - start == 1  # after the lvcreate: one lvs
+    assert driver.vg.report_cache_stats.misses == 2
 
 
 def test_thick_pool_when_offered(sim, tmp_path):
@@ -93,6 +97,7 @@ def test_failing_and_hanging_lvm(sim, tmp_path):
                                    {"hang": True}])
 def test_stats_fail_closed_on_bad_reports(sim, tmp_path, fault):
     driver = make(tmp_path, lvm_command_timeout=0.5)
+    sim.run(["lvchange", "--addtag", "operator", "dkvg/pool"])  # the next read is an lvs
     sim.inject("lvs", times=None, **fault)
     stats = driver.get_volume_stats(refresh=True)
     assert validate_stats(stats) == []
@@ -183,8 +188,9 @@ def test_snapshot_and_copy_names_are_checked_by_lvm_itself(sim, tmp_path):
     before = driver.executor.commands_run
     with pytest.raises(AlreadyExists):
         driver.create_snapshot("snap-a", "volume-a")
-    # find, fresh read, lvcreate, then a read after the failure: no LV of this request
-    assert driver.executor.commands_run - before == 4
+    # find (one lvs: the snapshot was made since), the fresh read (nothing changed:
+    # reused), lvcreate, then LVM's word on that name after the failure
+    assert driver.executor.commands_run - before == 3
     with pytest.raises(AlreadyExists):
         driver.create_cloned_volume("volume-a", "volume-a")
     with pytest.raises(AlreadyExists):
@@ -244,7 +250,7 @@ def test_deletes_of_missing_lvs_and_their_process_counts(sim, crowded):
         crowded.backend_delete_snapshot("nope")
     start = crowded.executor.commands_run
     crowded.delete_snapshot("snap-a")
-    assert crowded.executor.commands_run - start == 2  # lvs, lvremove
+    assert crowded.executor.commands_run - start == 1  # lvremove (the read reused)
     start = crowded.executor.commands_run
     crowded.delete_volume("volume-a")
     assert crowded.executor.commands_run - start == 2  # lvs, lvremove
@@ -298,18 +304,19 @@ def test_failed_lvextend_of_a_bigger_copy_removes_the_copy(sim, tmp_path, fault,
 def test_do_setup_process_counts(tmp_path):
     sim = LVMSimulator(state_file=str(tmp_path / "state.json"))
     sim.create_vg("dkvg", 10 * GiB)
-    # empty VG: lvs, the vgs an LV-less report needs, lvcreate of the pool
-    assert make(tmp_path).executor.commands_run == 3
+    # empty VG: pvs, lvs, the vgs an LV-less report needs, lvcreate of the pool
+    assert make(tmp_path).executor.commands_run == 4
     sim.run(["lvremove", "--force", "dkvg/pool"])
     sim.run(["lvcreate", "-L", "1g", "-n", "thick-a", "dkvg"])
-    assert make(tmp_path).executor.commands_run == 2  # lvs, lvcreate
-    assert make(tmp_path).executor.commands_run == 1  # lvs: the pool is there
+    # a new driver learns the PVs first: pvs, lvs, lvcreate
+    assert make(tmp_path).executor.commands_run == 3
+    assert make(tmp_path).executor.commands_run == 2  # pvs, lvs: the pool is there
 
 
 def test_do_setup_creates_the_simulators_vg_then_the_pool(tmp_path):
     driver = make(tmp_path, lvm_simulator_vg_size_gb=4)
-    # lvs (no VG), lvs, vgs (VG without LVs), lvcreate
-    assert driver.executor.commands_run == 4
+    # pvs, lvs (no VG), pvs, lvs, vgs (VG without LVs), lvcreate
+    assert driver.executor.commands_run == 6
     driver.check_for_setup_error()
     assert 3.5 < driver.get_volume_stats()["pools"][0]["total_capacity_gb"] <= 3.8
 
@@ -320,7 +327,7 @@ def test_do_setup_on_a_missing_vg_leaves_it_to_check_for_setup_error(tmp_path):
         "volume_group": "dkvg", "lock_path": str(tmp_path / "locks")}),
         executor=sim.executor())
     driver.do_setup()
-    assert driver.executor.commands_run == 1
+    assert driver.executor.commands_run == 2  # pvs, lvs
     with pytest.raises(SetupError, match="vgcreate dkvg"):
         driver.check_for_setup_error()
 

@@ -252,21 +252,21 @@ def test_written_data_fills_the_pool_and_snapshots_share_it(sim):
     vg.create_thin_pool("pool", 400 * MiB)
     vg.create_thin_volume("vol", GiB, pool="pool")
     sim.write_data("vg", "vol", 100 * MiB)
-    before = vg.report()
+    before = vg.live_report()
     assert before.get_lv("pool").data_percent == 25.0
     assert before.get_lv("vol").data_percent == 9.77
     vg.create_thin_snapshot("snap", "vol")
     vg.create_thin_snapshot("clone", "vol", activate=True)
-    after = vg.report()
+    after = vg.live_report()
     assert after.get_lv("pool").data_percent == 25.0  # no data copied
     assert after.get_lv("clone").data_percent == 9.77
     sim.write_data("vg", "clone", 1)  # one 64 KiB chunk
-    assert vg.report().get_lv("pool").data_percent == 25.02
+    assert vg.live_report().get_lv("pool").data_percent == 25.02
     vg.delete("vol")
-    assert vg.report().get_lv("pool").data_percent == 25.02  # still used by the snapshots
+    assert vg.live_report().get_lv("pool").data_percent == 25.02  # still used by the snapshots
     vg.delete("snap")
     vg.delete("clone")
-    assert vg.report().get_lv("pool").data_percent == 0.0
+    assert vg.live_report().get_lv("pool").data_percent == 0.0
 
 
 def test_metadata_usage_grows_with_volumes_and_data(sim):
@@ -300,20 +300,20 @@ def test_inactive_volumes_cannot_be_written(sim):
 def test_attr_strings_follow_lvm(sim):
     vg = VolumeGroup("vg", executor=sim.executor())
     vg.create_thin_pool("pool", 64 * MiB)
-    assert vg.report().get_lv("pool").attr.raw == "twi-a-tz--"
+    assert vg.live_report().get_lv("pool").attr.raw == "twi-a-tz--"
     vg.create_thin_volume("vol", GiB, pool="pool")
     vg.create_thin_snapshot("snap", "vol")
     vg.create_thin_snapshot("clone", "vol", activate=True)
     vg.create_thick_volume("thick", 8 * MiB)
-    attrs = {lv.name: lv.attr.raw for lv in vg.report().lvs}
+    attrs = {lv.name: lv.attr.raw for lv in vg.live_report().lvs}
     assert attrs == {"pool": "twi-aotz--", "vol": "Vwi-a-tz--", "snap": "Vwi---tz-k",
                      "clone": "Vwi-a-tz--", "thick": "-wi-a-----"}
     run(sim, "lvchange", "-ay", "vg/snap")  # skip flag honoured without -K
-    assert vg.report().get_lv("snap").attr.raw == "Vwi---tz-k"
+    assert vg.live_report().get_lv("snap").attr.raw == "Vwi---tz-k"
     vg.activate("snap")
-    assert vg.report().get_lv("snap").attr.raw == "Vwi-a-tz-k"
+    assert vg.live_report().get_lv("snap").attr.raw == "Vwi-a-tz-k"
     run(sim, "lvchange", "-kn", "vg/snap")
-    assert vg.report().get_lv("snap").attr.raw == "Vwi-a-tz--"
+    assert vg.live_report().get_lv("snap").attr.raw == "Vwi-a-tz--"
 
 
 def test_readonly_reports_cannot_see_the_kernel(sim):
@@ -446,12 +446,16 @@ def test_human_tables_for_operators(sim):
 # -- the wrapper on the simulator -----------------------------------------------------------------
 
 
-def test_one_lvs_process_per_report(sim):
+def test_one_lvs_process_per_live_report_none_for_an_unchanged_vg(sim):
     vg = VolumeGroup("vg", executor=sim.executor())
     vg.create_thin_pool("pool", 64 * MiB)
     before = sim.commands_run
-    vg.report()
+    vg.live_report()
     assert sim.commands_run - before == 1
+    vg.report()  # a full report: the PVs, then the LVs
+    assert sim.commands_run - before == 3
+    vg.report()  # nothing changed: reused
+    assert sim.commands_run - before == 3
 
 
 def test_the_executor_environment_reaches_the_runner(sim):
@@ -558,7 +562,7 @@ def test_a_corrupt_state_file_fails_every_command_and_is_kept(tmp_path, capsys, 
         simulator.state()
     assert main(["--state", str(state), "sim-create-vg", "vg", "1G"]) == 1
     assert main(["--state", str(state), "lvs"]) == 5
-    assert capsys.readouterr().err.count(str(state)) == 2
+    assert capsys.readouterr().err.count(f"{state} {reason}") == 2
     assert state.read_text() == text  # nothing overwritten
     assert sorted(p.name for p in tmp_path.iterdir()) == ["lvm.json", "lvm.json.lock"]
 
@@ -626,7 +630,7 @@ def test_a_report_crash_is_retried_by_the_executor(sim):
     executor = sim.executor(retry_delay_s=0)
     VolumeGroup("vg", executor=executor).create_thick_volume("t", 4 * MiB)
     assert VolumeGroup("vg", executor=executor).report().get_lv("t")
-    assert executor.commands_run == 3  # lvcreate, crashed lvs, lvs
+    assert executor.commands_run == 4  # lvcreate, pvs, crashed lvs, lvs
 
 
 def _slept(monkeypatch) -> list[float]:
@@ -706,7 +710,8 @@ def test_a_state_write_error_fails_the_change_and_keeps_the_file(shared):
         assert (failed.exit_code, failed.stderr) == (
             5, f"  Error writing simulator state {state}: Input/output error.\n")
         assert state.read_bytes() == before
-    assert sorted(p.name for p in state.parent.iterdir()) == ["lvm.json", "lvm.json.lock"]
+    assert sorted(p.name for p in state.parent.iterdir()) == [
+        "lvm.json", "lvm.json.lock", "lvm.json.pv-vg"]
     assert [lv.name for lv in report(simulator).lvs] == ["before"]
     assert run(simulator, "lvcreate", "-L", "4m", "-n", "t", "vg").exit_code == 0
 
@@ -725,7 +730,7 @@ def test_state_errors_are_shared_repeatable_and_cleared(shared):
 def test_state_errors_need_a_state_file_and_an_operation(sim, shared):
     with pytest.raises(SimulatorError, match="no file to fail"):
         sim.inject_state_error("read")
-    with pytest.raises(SimulatorError, match="'read' or 'write'"):
+    with pytest.raises(SimulatorError, match="'read', 'write'"):
         shared[0].inject_state_error("lock")
 
 
@@ -803,10 +808,10 @@ def test_merging_a_thin_snapshot_gives_its_data_to_the_origin(sim):
     sim.write_data("vg", "vol", 10 * MiB)
     vg.create_thin_snapshot("snap", "vol")
     sim.write_data("vg", "vol", 30 * MiB)
-    assert vg.report().get_lv("vol").data_percent == 3.91
+    assert vg.live_report().get_lv("vol").data_percent == 3.91
     result = sim.run(["lvconvert", "--merge", "vg/snap"])
     assert result.exit_code == 0 and "replaced origin vg/vol" in result.stdout
-    after = vg.report()
+    after = vg.live_report()
     assert after.find_lv("snap") is None
     assert after.get_lv("vol").data_percent == 0.98  # the snapshot's 10 MiB
     assert after.get_lv("vol").tags == ("mine",)  # the origin keeps its own tags
@@ -818,9 +823,9 @@ def test_an_open_volume_shows_o_and_refuses_deactivation(sim):
     vg = VolumeGroup("vg", executor=sim.executor())
     vg.create_thick_volume("thick", 8 * MiB)
     sim.set_open("vg", "thick")
-    assert vg.report().get_lv("thick").attr.device_open is True
+    assert vg.live_report().get_lv("thick").attr.device_open is True
     with pytest.raises(LVMCommandError, match="in use"):
         vg.deactivate("thick")
     sim.set_open("vg", "thick", False)
     vg.deactivate("thick")
-    assert not vg.report().get_lv("thick").is_active
+    assert not vg.live_report().get_lv("thick").is_active

@@ -1,0 +1,261 @@
+"""The VG's metadata fingerprint, read straight from each PV's LVM2 label and
+metadata-area headers: one small read per PV (O_DIRECT), no LVM process.
+
+LVM writes every metadata commit to a new place in each metadata area and
+records it in the area's header (``raw_locn[0]``: offset, size and checksum of
+the committed text, whose checksum covers the VG's sequence number). So the
+tuple of (PV path, device identity, each area's ``raw_locn[0]``) changes with
+every commit, by the driver or by anyone else. Anything unexpected on disk
+(no label, a bad magic or checksum, a commit in progress, ignored areas, a
+format other than LVM2 text) is a doubt: the fingerprint is None and the
+caller reads the VG through LVM. Layout as lvm2's lib/format_text/layout.h
+and lib/label/label.h.
+"""
+
+from __future__ import annotations
+
+import errno
+import logging
+import mmap
+import os
+import stat
+import struct
+import zlib
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Final, TypeAlias
+
+__all__ = ["PVLabel", "MDAHeader", "RawLocn", "PVFingerprint", "Fingerprint",
+           "HeaderError", "BlockReader", "calc_crc", "parse_label", "parse_mda_header",
+           "read_block", "pv_fingerprint", "vg_fingerprint"]
+
+LOG = logging.getLogger(__name__)
+
+SECTOR: Final = 512
+#: LVM looks for its label in the first four sectors (LABEL_SCAN_SECTORS)
+LABEL_SCAN_SECTORS: Final = 4
+LABEL_ID: Final = b"LABELONE"
+LABEL_TYPE: Final = b"LVM2 001"
+MDA_MAGIC: Final = b" LVM2 x[5A%r0N*>"
+MDA_VERSION: Final = 1
+MDA_HEADER_SIZE: Final = 512
+#: lvm2's calc_crc seed (INITIAL_CRC in lib/misc/crc.h)
+INITIAL_CRC: Final = 0xF597A6CF
+#: raw_locn flag: this area is ignored (pvchange --metadataignore)
+RAW_LOCN_IGNORED: Final = 1
+#: the first read of a PV: the label sectors and, usually, the first area's header
+#: (at 4 KiB), aligned for O_DIRECT
+FIRST_READ_BYTES: Final = 8192
+_ALIGN: Final = 4096
+
+_LABEL_HEADER: Final = struct.Struct("<8sQII8s")   # id, sector, crc, offset, type
+_DISK_LOCN: Final = struct.Struct("<QQ")            # offset, size
+_MDA_HEADER: Final = struct.Struct("<I16sIQQ")      # checksum, magic, version, start, size
+_RAW_LOCN: Final = struct.Struct("<QQII")           # offset, size, checksum, flags
+_PV_UUID_LEN: Final = 32
+
+
+class HeaderError(ValueError):
+    """What is on disk is not a valid LVM2 label or metadata-area header."""
+
+
+@dataclass(frozen=True, slots=True)
+class PVLabel:
+    """A PV's label: its UUID, size and the disk areas it lists (offset, size)."""
+
+    sector: int
+    pv_uuid: str
+    device_size_bytes: int
+    data_areas: tuple[tuple[int, int], ...]
+    metadata_areas: tuple[tuple[int, int], ...]
+
+
+@dataclass(frozen=True, slots=True)
+class RawLocn:
+    """Where the committed metadata text is in its area, its size and checksum."""
+
+    offset: int
+    size: int
+    checksum: int
+    flags: int
+
+
+@dataclass(frozen=True, slots=True)
+class MDAHeader:
+    """A metadata area's header: its place on disk and the text locations it lists."""
+
+    start: int
+    size: int
+    raw_locns: tuple[RawLocn, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class PVFingerprint:
+    """One PV's part of the fingerprint: path, device identity, each area's raw_locn[0]."""
+
+    path: str
+    device_id: int
+    areas: tuple[tuple[int, int, int], ...]
+
+
+#: the VG's fingerprint: one entry per PV, in the order the PVs were learned
+Fingerprint: TypeAlias = tuple[PVFingerprint, ...]
+#: reads ``length`` bytes at ``offset`` of the device at ``path``; returns the device's
+#: identity (``st_rdev`` of a block device, else ``st_dev``/``st_ino``) and the bytes
+BlockReader: TypeAlias = Callable[[str, int, int], tuple[int, bytes]]
+
+
+def calc_crc(initial: int, data: bytes) -> int:
+    """lvm2's ``calc_crc``: the reflected CRC-32 without zlib's pre- and post-inversion."""
+    return zlib.crc32(data, initial ^ 0xFFFFFFFF) ^ 0xFFFFFFFF
+
+
+def parse_label(head: bytes) -> PVLabel:
+    """The LVM2 label in the first four sectors of ``head``; HeaderError if none is valid."""
+    for sector in range(LABEL_SCAN_SECTORS):
+        block = head[sector * SECTOR:(sector + 1) * SECTOR]
+        if len(block) < SECTOR or block[:8] != LABEL_ID:
+            continue
+        _, sector_xl, crc, offset, kind = _LABEL_HEADER.unpack_from(block)
+        if sector_xl != sector:
+            raise HeaderError(f"label in sector {sector} says it is in sector {sector_xl}")
+        if calc_crc(INITIAL_CRC, block[20:]) != crc:
+            raise HeaderError(f"label checksum mismatch in sector {sector}")
+        if kind != LABEL_TYPE:
+            raise HeaderError(f"label type {kind!r} is not {LABEL_TYPE!r}")
+        return _pv_header(block, offset, sector)
+    raise HeaderError("no LVM2 label in the first four sectors")
+
+
+def _pv_header(block: bytes, offset: int, sector: int) -> PVLabel:
+    if offset < _LABEL_HEADER.size or offset + _PV_UUID_LEN + 8 > SECTOR:
+        raise HeaderError(f"pv_header offset {offset} out of the label sector")
+    uuid = block[offset:offset + _PV_UUID_LEN]
+    (device_size,) = struct.unpack_from("<Q", block, offset + _PV_UUID_LEN)
+    position = offset + _PV_UUID_LEN + 8
+    lists: list[tuple[tuple[int, int], ...]] = []
+    for _ in range(2):  # data areas, then metadata areas, each ending with a null entry
+        areas = []
+        while True:
+            if position + _DISK_LOCN.size > SECTOR:
+                raise HeaderError("pv_header area list runs past the label sector")
+            area = _DISK_LOCN.unpack_from(block, position)
+            position += _DISK_LOCN.size
+            if area[0] == 0:
+                break
+            areas.append(area)
+        lists.append(tuple(areas))
+    try:
+        pv_uuid = uuid.decode("ascii")
+    except UnicodeDecodeError:
+        raise HeaderError("pv_header UUID is not ASCII") from None
+    return PVLabel(sector=sector, pv_uuid=pv_uuid, device_size_bytes=device_size,
+                   data_areas=lists[0], metadata_areas=lists[1])
+
+
+def parse_mda_header(block: bytes) -> MDAHeader:
+    """A metadata-area header (512 bytes), checked as LVM checks it; HeaderError if not."""
+    if len(block) < MDA_HEADER_SIZE:
+        raise HeaderError(f"metadata-area header is {len(block)} bytes, not {MDA_HEADER_SIZE}")
+    block = block[:MDA_HEADER_SIZE]
+    checksum, magic, version, start, size = _MDA_HEADER.unpack_from(block)
+    if calc_crc(INITIAL_CRC, block[4:]) != checksum:
+        raise HeaderError("metadata-area header checksum mismatch")
+    if magic != MDA_MAGIC:
+        raise HeaderError(f"metadata-area magic {magic!r} is not LVM2's")
+    if version != MDA_VERSION:
+        raise HeaderError(f"metadata-area header version {version}, not {MDA_VERSION}")
+    locns = []
+    position = _MDA_HEADER.size
+    while position + _RAW_LOCN.size <= MDA_HEADER_SIZE:
+        locn = RawLocn(*_RAW_LOCN.unpack_from(block, position))
+        position += _RAW_LOCN.size
+        if not (locn.offset or locn.size or locn.checksum or locn.flags):
+            break
+        locns.append(locn)
+    return MDAHeader(start=start, size=size, raw_locns=tuple(locns))
+
+
+_warned_buffered = False
+
+
+def read_block(path: str, offset: int, length: int) -> tuple[int, bytes]:
+    """``length`` bytes at ``offset`` of ``path`` with one O_DIRECT read into an aligned
+    buffer (a plain read where the file system refuses O_DIRECT, logged once), and the
+    device's identity from the same open file."""
+    global _warned_buffered
+    start = offset - offset % _ALIGN
+    size = -(-(offset + length - start) // _ALIGN) * _ALIGN
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_DIRECT | os.O_CLOEXEC)
+        direct = True
+    except OSError as exc:
+        if exc.errno != errno.EINVAL:
+            raise
+        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+        direct = False
+        if not _warned_buffered:
+            _warned_buffered = True
+            LOG.info("%s refuses O_DIRECT; reading LVM headers through the page cache",
+                     path)
+    try:
+        info = os.fstat(fd)
+        identity = info.st_rdev if stat.S_ISBLK(info.st_mode) else (
+            info.st_dev << 64 | info.st_ino)
+        buffer = mmap.mmap(-1, size)  # page-aligned, as O_DIRECT wants
+        try:
+            count = os.preadv(fd, [buffer], start) if direct else None
+            data = bytes(buffer[:count]) if direct else os.pread(fd, size, start)
+        finally:
+            buffer.close()
+    finally:
+        os.close(fd)
+    return identity, data[offset - start:offset - start + length]
+
+
+def pv_fingerprint(path: str, mda_count: int, *,
+                   read: BlockReader = read_block) -> PVFingerprint:
+    """PV ``path``'s part of the fingerprint, checked to have ``mda_count`` metadata areas;
+    HeaderError or OSError on any doubt."""
+    identity, head = read(path, 0, FIRST_READ_BYTES)
+    label = parse_label(head)
+    if len(label.metadata_areas) != mda_count:
+        raise HeaderError(f"{path} lists {len(label.metadata_areas)} metadata areas, "
+                          f"LVM said {mda_count}")
+    areas = []
+    for area_offset, _ in label.metadata_areas:
+        if area_offset + MDA_HEADER_SIZE <= len(head):
+            block = head[area_offset:area_offset + MDA_HEADER_SIZE]
+        else:
+            area_identity, block = read(path, area_offset, MDA_HEADER_SIZE)
+            if area_identity != identity:
+                raise HeaderError(f"{path} changed device between two reads")
+        header = parse_mda_header(block)
+        if header.start != area_offset:
+            raise HeaderError(f"{path}: metadata area at {area_offset} says it starts "
+                              f"at {header.start}")
+        if len(header.raw_locns) != 1:  # none: no metadata; two: a commit under way
+            raise HeaderError(f"{path}: metadata area at {area_offset} lists "
+                              f"{len(header.raw_locns)} text locations, not 1")
+        locn = header.raw_locns[0]
+        if locn.flags:
+            raise HeaderError(f"{path}: metadata area at {area_offset} has flags "
+                              f"{locn.flags:#x} (ignored)")
+        areas.append((locn.offset, locn.size, locn.checksum))
+    return PVFingerprint(path=path, device_id=identity, areas=tuple(areas))
+
+
+def vg_fingerprint(pvs: Sequence[tuple[str, int]], *,
+                   read: BlockReader = read_block) -> Fingerprint | None:
+    """The fingerprint of the VG whose PVs are ``pvs`` (path, metadata-area count), or
+    None on any doubt (no PV, no metadata area at all, anything unreadable or unexpected)."""
+    if not pvs:
+        return None
+    try:
+        fingerprint = tuple(pv_fingerprint(path, count, read=read) for path, count in pvs)
+    except (HeaderError, OSError) as exc:
+        LOG.debug("metadata fingerprint unknown: %s", exc)
+        return None
+    if not any(pv.areas for pv in fingerprint):
+        return None
+    return fingerprint

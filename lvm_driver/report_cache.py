@@ -1,0 +1,216 @@
+"""The read path's reuse of the last full report while the VG's metadata is unchanged.
+
+Before each full report, the VG's metadata fingerprint (``lvm_driver.mda``: each
+PV's metadata-area headers, one small read per PV) is read; when it equals the
+one read just before the last successful full report, that report's LVs are
+reused, with no LVM process. Reused or fresh, every thin pool's data and
+metadata usage is taken from its device-mapper status (``dm_status``, one
+ioctl, no process), so both paths give the same figures and the bulk ``lvs``
+never asks the kernel about each LV (``--readonly``). Any doubt about the
+fingerprint means a full report; a failed one forgets the reused report.
+
+The seam: ``DeviceSources`` (how header blocks and pool status are read). An
+executor's runner that has ``device_sources()`` (the simulator) supplies its
+own; otherwise the kernel's: ``mda.read_block`` and ``dm_status.thin_pool_status``.
+"""
+
+from __future__ import annotations
+
+import errno
+import logging
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from lvm_driver import mda
+from lvm_driver.executor import LVMError, LVMExecutor
+from lvm_driver.report import LogicalVolume, VGReport, load_rows
+
+LOG = logging.getLogger(__name__)
+
+__all__ = ["PoolStatus", "DeviceSources", "PoolStatusError", "CacheStats", "ReportCache",
+           "PV_FIELDS", "sources_of", "parse_pvs_report", "with_pool_usage"]
+
+#: the fields of the ``pvs`` that names the VG's PVs
+PV_FIELDS = ("pv_name", "pv_uuid", "pv_fmt", "pv_mda_count", "vg_name")
+#: the VG fields a full ``lvs`` adds to say whether the PVs learned are still the VG's
+PV_CHECK_FIELDS = ("pv_count", "vg_mda_count")
+
+
+class PoolStatus(Protocol):
+    """What the read path uses of ``dm_status.ThinPoolStatus``."""
+
+    mode: str
+
+    @property
+    def data_percent(self) -> float: ...
+
+    @property
+    def metadata_percent(self) -> float: ...
+
+
+def _kernel_thin_pool_status(vg_name: str, pool_name: str) -> PoolStatus | None:
+    from lvm_driver import dm_status  # the kernel's answer; imported where it is used
+    return dm_status.thin_pool_status(vg_name, pool_name)
+
+
+@dataclass(frozen=True, slots=True)
+class DeviceSources:
+    """How the read path reads besides LVM: PV header blocks, and a thin pool's status
+    (None when the pool has no active device)."""
+
+    read_block: mda.BlockReader = mda.read_block
+    thin_pool_status: Callable[[str, str], PoolStatus | None] = _kernel_thin_pool_status
+
+
+def sources_of(executor: LVMExecutor) -> DeviceSources:
+    """The runner's own sources (``runner.device_sources()``) or the kernel's."""
+    provide = getattr(executor.runner, "device_sources", None)
+    return provide() if callable(provide) else DeviceSources()
+
+
+class PoolStatusError(LVMError):
+    """Device-mapper could not say how full a thin pool is (the report fails)."""
+
+
+@dataclass(frozen=True, slots=True)
+class CacheStats:
+    """Refreshes that reused the report, that read it anew after a metadata change (or
+    with nothing to reuse), and that read it anew for a doubt about the fingerprint."""
+
+    hits: int
+    misses: int
+    doubts: int
+
+
+def parse_pvs_report(text: str, vg_name: str) -> list[tuple[str, int]]:
+    """(path, metadata-area count) of each PV of ``vg_name`` in a ``pvs`` of PV_FIELDS;
+    empty (reuse nothing) for anything unexpected: a PV listed twice, a format other than
+    LVM2 text, a PV LVM cannot find."""
+    pvs: list[tuple[str, int]] = []
+    for row in load_rows(text, "pv"):
+        if not isinstance(row, dict) or row.get("vg_name") != vg_name:
+            continue
+        name, fmt, count = row.get("pv_name"), row.get("pv_fmt"), row.get("pv_mda_count")
+        if not (isinstance(name, str) and name.startswith("/") and fmt == "lvm2"
+                and isinstance(count, str) and count.isdigit()):
+            return []
+        pvs.append((name, int(count)))
+    if len({name for name, _ in pvs}) != len(pvs):
+        return []
+    return pvs
+
+
+def with_pool_usage(report: VGReport, pool_indexes: tuple[int, ...],
+                    sources: DeviceSources,
+                    ask_lvm: Callable[[str], LogicalVolume | None]) -> VGReport:
+    """``report`` with each thin pool's data and metadata percent from device-mapper
+    (None: no active device, or a failed pool). A process not allowed to ask
+    device-mapper (a driver running LVM through a root helper) asks LVM about the
+    pool alone instead (``ask_lvm``: a live ``lvs`` of that one LV), logged once."""
+    global _warned_denied
+    replaced = {}
+    for index in pool_indexes:
+        pool = report.lvs[index]
+        try:
+            status = sources.thin_pool_status(report.vg_name, pool.name)
+        except OSError as exc:
+            if exc.errno not in (errno.EACCES, errno.EPERM):
+                raise PoolStatusError(f"device-mapper status of thin pool "
+                                      f"{report.vg_name}/{pool.name} failed: {exc}") from exc
+            if not _warned_denied:
+                _warned_denied = True
+                LOG.warning("not allowed to ask device-mapper about thin pool %s/%s (%s): "
+                            "asking LVM about the pool on each read instead",
+                            report.vg_name, pool.name, exc)
+            live = ask_lvm(pool.name)
+            if live is None:
+                raise PoolStatusError(f"thin pool {report.vg_name}/{pool.name} is gone "
+                                      f"since the report") from exc
+            replaced[index] = pool._replace(data_percent=live.data_percent,
+                                            metadata_percent=live.metadata_percent)
+            continue
+        data = metadata = None
+        if status is not None and status.mode != "Fail":
+            data, metadata = status.data_percent, status.metadata_percent
+            if not (0 <= data <= 100 and 0 <= metadata <= 100):  # NaN too
+                data = metadata = None
+        replaced[index] = pool._replace(data_percent=data, metadata_percent=metadata)
+    return report.with_lvs(replaced)
+
+
+_warned_denied = False
+
+
+@dataclass
+class _Entry:
+    fingerprint: mda.Fingerprint
+    report: VGReport
+    pool_indexes: tuple[int, ...]
+
+
+@dataclass
+class ReportCache:
+    """The last full report and the fingerprint read just before it; thread-safe."""
+
+    sources: DeviceSources
+    _pvs: tuple[tuple[str, int], ...] = ()
+    _entry: _Entry | None = None
+    _counts: dict[str, int] = field(default_factory=lambda: dict(hits=0, misses=0, doubts=0))
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+
+    @property
+    def stats(self) -> CacheStats:
+        with self._lock:
+            return CacheStats(**self._counts)
+
+    def fingerprint(self) -> mda.Fingerprint | None:
+        """The fingerprint of the PVs learned last (None: none learned, or a doubt)."""
+        with self._lock:
+            pvs = self._pvs
+        return mda.vg_fingerprint(pvs, read=self.sources.read_block) if pvs else None
+
+    def lookup(self) -> tuple[tuple[VGReport, tuple[int, ...]] | None,
+                              mda.Fingerprint | None]:
+        """The reusable report and its pools' indexes (None: counted as a miss or a
+        doubt), and the fingerprint read now (None: unknown PVs, or a doubt)."""
+        with self._lock:
+            entry, known = self._entry, bool(self._pvs)
+        fingerprint = self.fingerprint()
+        with self._lock:
+            if entry is not None and fingerprint == entry.fingerprint:
+                self._counts["hits"] += 1
+                return (entry.report, entry.pool_indexes), fingerprint
+            self._counts["doubts" if known and fingerprint is None else "misses"] += 1
+        return None, fingerprint
+
+    def same_pvs(self, row: dict[str, object] | None) -> bool:
+        """Whether a full ``lvs`` row's PV and metadata-area counts (PV_CHECK_FIELDS) are
+        those of the PVs learned: False for anything else, or no row."""
+        with self._lock:
+            pvs = self._pvs
+        if row is None or not pvs:
+            return False
+        counts = (str(len(pvs)), str(sum(count for _, count in pvs)))
+        return tuple(row.get(name) for name in PV_CHECK_FIELDS) == counts
+
+    def learn(self, pvs: list[tuple[str, int]]) -> None:
+        """The VG's PVs as LVM named them just now (empty: reuse nothing)."""
+        with self._lock:
+            self._pvs = tuple(pvs)
+
+    def store(self, fingerprint: mda.Fingerprint | None, report: VGReport) -> tuple[int, ...]:
+        """Keep ``report`` for reuse while the fingerprint stays ``fingerprint`` (read
+        before the report was); returns its pools' indexes."""
+        indexes = tuple(i for i, lv in enumerate(report.lvs) if lv.is_thin_pool)
+        with self._lock:
+            self._entry = None if fingerprint is None else _Entry(fingerprint, report,
+                                                                  indexes)
+        return indexes
+
+    def clear(self) -> None:
+        """Reuse nothing until the next successful full report."""
+        with self._lock:
+            self._entry = None
+

@@ -1,0 +1,80 @@
+"""Real LVM2 label and metadata-area headers in the files that stand for simulated PVs.
+
+Each metadata commit of a VG (its seqno changed, once the state is saved)
+rewrites, in place, the label (sector 1) and the metadata-area header (at
+4 KiB) of each of its PVs that is a regular file, as LVM writes them: so the
+driver's ``lvm_driver.mda`` reads the simulator's PVs exactly as it reads a
+disk, and sees every simulated commit in ``raw_locn[0]``. PVs that are not
+files (``/dev/sim/...`` pseudo devices) get no header: the driver's
+fingerprint of them is a doubt, and every report a full one.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import struct
+from typing import Any, Final
+
+from lvm_driver.mda import (INITIAL_CRC, LABEL_ID, LABEL_TYPE, MDA_HEADER_SIZE, MDA_MAGIC,
+                            MDA_VERSION, SECTOR, calc_crc)
+from lvm_driver.simulator.sizes import PV_METADATA_BYTES
+
+__all__ = ["MDA_OFFSET", "vg_seqnos", "write_changed_headers", "label_sector", "mda_header"]
+
+#: where the metadata area starts (as pvcreate puts it) and how big it is
+MDA_OFFSET: Final = 4096
+_MDA_SIZE: Final = PV_METADATA_BYTES - MDA_OFFSET
+_LABEL_SECTOR: Final = 1
+
+
+def vg_seqnos(state: dict[str, Any]) -> dict[str, tuple[str, int]]:
+    """Each VG's (uuid, seqno): what a commit changes."""
+    return {name: (vg.get("uuid", ""), vg.get("seqno", 0))
+            for name, vg in state.get("vgs", {}).items()}
+
+
+def label_sector(pv_uuid: str, device_size: int) -> bytes:
+    """The 512-byte label sector of a PV with one data area and one metadata area."""
+    body = bytearray(SECTOR)
+    uuid = pv_uuid.replace("-", "").encode("ascii")[:32].ljust(32, b"0")
+    struct.pack_into("<32sQ", body, 32, uuid, device_size)
+    struct.pack_into("<QQQQQQQQ", body, 72, PV_METADATA_BYTES, 0, 0, 0,
+                     MDA_OFFSET, _MDA_SIZE, 0, 0)
+    struct.pack_into("<8sQII8s", body, 0, LABEL_ID, _LABEL_SECTOR, 0, 32, LABEL_TYPE)
+    struct.pack_into("<I", body, 16, calc_crc(INITIAL_CRC, bytes(body[20:])))
+    return bytes(body)
+
+
+def mda_header(vg: dict[str, Any]) -> bytes:
+    """The metadata-area header after commit ``vg['seqno']``: raw_locn[0] points at the
+    VG's metadata text (its whole record here), so its checksum changes with every
+    change of the VG, as LVM's does; the same text gives the same header."""
+    text = (f'{vg["name"]} {{\nid = "{vg.get("uuid", "")}"\nseqno = {vg["seqno"]}\n}}\n'
+            f'{json.dumps(vg, sort_keys=True)}\n').encode()
+    slots = (_MDA_SIZE - MDA_HEADER_SIZE) // SECTOR
+    offset = MDA_HEADER_SIZE + (vg["seqno"] % slots) * SECTOR
+    block = bytearray(MDA_HEADER_SIZE)
+    struct.pack_into("<I16sIQQQQII", block, 0, 0, MDA_MAGIC, MDA_VERSION, MDA_OFFSET,
+                     _MDA_SIZE, offset, len(text), calc_crc(INITIAL_CRC, text), 0)
+    struct.pack_into("<I", block, 0, calc_crc(INITIAL_CRC, bytes(block[4:])))
+    return bytes(block)
+
+
+def write_changed_headers(state: dict[str, Any], before: dict[str, tuple[str, int]]) -> None:
+    """Rewrite the headers of each PV file of each VG committed since ``before``."""
+    for name, mark in vg_seqnos(state).items():
+        if before.get(name) == mark:
+            continue
+        vg = state["vgs"][name]
+        for path in vg.get("pvs", []):
+            pv = state["pvs"].get(path)
+            if pv is None or not os.path.isfile(path):
+                continue
+            fd = os.open(path, os.O_WRONLY | os.O_CLOEXEC)
+            try:
+                os.pwrite(fd, label_sector(pv.get("uuid", ""), pv["size"]),
+                          _LABEL_SECTOR * SECTOR)
+                os.pwrite(fd, mda_header(vg), MDA_OFFSET)
+            finally:
+                os.close(fd)
