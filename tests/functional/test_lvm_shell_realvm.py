@@ -33,14 +33,17 @@ def test_reads_go_through_one_shell_that_survives_a_kill_and_a_hang(lab):
         pid = executor.session.shell.pid
         assert pid is not None
 
-        # steady state: a refresh starts no process, its reads go through the shell
+        # steady state: a refresh starts no process; the report it reads (the reused one
+        # forgotten: an unchanged VG is otherwise not read at all) goes through the shell
         started, answered = executor.commands_run, executor.shell_commands_run
+        driver.vg.forget_report()
         assert driver.get_volume_stats(refresh=True)["pools"][0]["backend_state"] == "up"
         assert executor.commands_run == started and executor.shell_commands_run > answered
 
         # a create: its admission read in the shell, only its writes are processes
         started, answered = executor.commands_run, executor.shell_commands_run
         history = len(executor.history)
+        driver.vg.forget_report()
         driver.create_volume("volume-a", 1)
         new = executor.history[history:]
         assert executor.shell_commands_run > answered
@@ -52,6 +55,7 @@ def test_reads_go_through_one_shell_that_survives_a_kill_and_a_hang(lab):
         deadline = time.monotonic() + 30
         while not _gone(pid) and time.monotonic() < deadline:
             time.sleep(0.05)
+        driver.vg.forget_report()
         pool = driver.get_volume_stats(refresh=True)["pools"][0]
         assert pool["backend_state"] == "up" and pool["provisioned_capacity_gb"] >= 1
         stopped = executor.session.shell.pid
@@ -60,6 +64,7 @@ def test_reads_go_through_one_shell_that_survives_a_kill_and_a_hang(lab):
         # a hung command (the shell stopped by SIGSTOP): the refresh times out, the
         # shell is killed, and the next refresh works in a new one
         os.kill(stopped, signal.SIGSTOP)
+        driver.vg.forget_report()
         pool = driver.get_volume_stats(refresh=True)["pools"][0]
         assert pool["backend_state"] == "down"
         assert f"{stats_timeout}" in pool["down_reason"]

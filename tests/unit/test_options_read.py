@@ -175,6 +175,7 @@ def _read_session(tmp_path):
         try:
             _pool(driver)
             before = driver.executor.commands_run
+            driver.vg.forget_report()  # read the VG again, not the reused report
             assert _pool(driver)["backend_state"] == "up"
             assert (driver.executor.commands_run == before) is enabled
             assert (driver.executor.shell_commands_run > 0) is enabled
@@ -186,8 +187,9 @@ def _session_max_commands(tmp_path):
     driver = _driver(tmp_path, lvm_read_session=True, lvm_read_session_max_commands=1)
     try:
         started, answered = driver.executor.commands_run, driver.executor.shell_commands_run
-        _pool(driver)
-        _pool(driver)
+        for _ in range(2):
+            driver.vg.forget_report()  # read the VG again, not the reused report
+            _pool(driver)
         # a new shell for every report: as many starts as reports answered
         assert driver.executor.commands_run - started == \
             driver.executor.shell_commands_run - answered >= 2
