@@ -197,12 +197,14 @@ class AuditSimulator(LVMSimulator):
     def _save(self, state: dict[str, Any], *, fail: bool = False) -> None:
         super()._save(state, fail=fail)
         pending = getattr(self._audit, "pending", None)
-        self._audit.pending = None
         if pending is None or self.vg_name not in state.get("vgs", {}):
             return
         changes = diff(pending["before"], lv_map(state, self.vg_name))
         if not any(changes.values()):
+            # nothing changed yet: the save that used up a hang or delay fault before
+            # the command ran; the command's own save follows
             return
+        self._audit.pending = None
         record = {"ev": "mut", "role": self.role, "op": current_op(), "argv": pending["argv"],
                   "seq": state["vgs"][self.vg_name]["seqno"], "t": time.monotonic(),
                   "totals_before": pending["totals"],
