@@ -234,7 +234,7 @@ def render(result: dict[str, Any]) -> str:
             continue
         x = s[name]
         executor = "-"
-        if name in counts:
+        if counts.get(name):
             runs = counts[name]
             fresh = sorted({c for c, _ in runs})
             executor = "/".join(str(c) for c in fresh)
