@@ -79,7 +79,7 @@ class ThinPoolStatus:
 
     @property
     def metadata_percent(self) -> float:
-        """The pool's metadata% exactly as ``lvs -o metadata_percent`` prints it (NaN when failed)."""
+        """The pool's metadata% exactly as ``lvs`` prints it (NaN when failed)."""
         if self.mode == "Fail":
             return math.nan
         return lvs_percent(self.used_metadata_blocks, self.total_metadata_blocks)

@@ -131,6 +131,20 @@ def _shell_commands(executor: Any) -> int | None:
     return value if isinstance(value, int) else None
 
 
+def _brick_pool_line(env: dict[str, str]) -> str:
+    """What os-brick's pool query (``lvs --readonly``) prints for the active pool.
+
+    ``--readonly`` turns activation off in LVM, so it never asks device-mapper:
+    an empty data% here means os-brick's figure came from refresh.DATA_PERCENT.
+    """
+    try:
+        return _run(["lvs", "--noheadings", "--unit=g", "-o", "size,data_percent",
+                     "--separator", ":", "--nosuffix", "--readonly",
+                     f"/dev/{VG_NAME}/{POOL}"], env).strip()
+    except RuntimeError as exc:
+        return f"failed: {exc}"
+
+
 def measure(vg: RealVG, runs: int) -> dict[str, Any]:
     """Every path, interleaved: a round is one out-of-band lvcreate, then the paths."""
     env = vg.env()
@@ -181,7 +195,8 @@ def measure(vg: RealVG, runs: int) -> dict[str, Any]:
     pool = reports["driver"]["pools"][0]
     bpool = reports["brick"]["pools"][0]
     status = thin_pool_status(VG_NAME, POOL)
-    return {"series": series, "executor_counts": shell, "cache": (cache_before, cache_after),
+    return {"brick_readonly_lvs": _brick_pool_line(env),
+            "series": series, "executor_counts": shell, "cache": (cache_before, cache_after),
             "change_s": change_s, "thin_lvs_end": total, "active_end": active,
             "driver_pool": pool, "brick_pool": bpool, "dm_status": status}
 
@@ -234,7 +249,7 @@ def render(result: dict[str, Any]) -> str:
             continue
         x = s[name]
         executor = "-"
-        if name in counts:
+        if counts.get(name):
             runs = counts[name]
             fresh = sorted({c for c, _ in runs})
             executor = "/".join(str(c) for c in fresh)
@@ -262,6 +277,15 @@ def render(result: dict[str, Any]) -> str:
     w(f"| os-brick / Cinder | up | {bp['total_capacity_gb']} | {bp['free_capacity_gb']} | "
       f"{bp['provisioned_capacity_gb']} | {bp['total_volumes']} |")
     w("")
+    line = r.get("brick_readonly_lvs", "")
+    if line.endswith(":"):
+        w(f"os-brick's pool query (`lvs --readonly ... -o size,data_percent`) printed "
+          f"`{line}`: no data%, as `--readonly` turns activation off in LVM; its free "
+          f"space above comes from the stand-in {R.DATA_PERCENT}% that refresh.make_brick "
+          "puts in (os-brick as shipped raises ValueError on the empty field).\n")
+    elif line:
+        w(f"os-brick's pool query (`lvs --readonly ... -o size,data_percent`) printed "
+          f"`{line}`.\n")
     if st is not None:
         w(f"Pool status by ioctl: data {st.data_percent:.2f}% "
           f"({st.used_data_blocks}/{st.total_data_blocks} blocks of "

@@ -90,7 +90,7 @@ def test_real_dm_report_renders_every_path_and_ratio():
         "measure": {"series": series, "cache": (None, None), "change_s": [0.5],
                     "executor_counts": {"driver": [(1, None)],
                                         "driver_after_change": [(1, None)]},
-                    "thin_lvs_end": 504, "active_end": 504,
+                    "thin_lvs_end": 504, "active_end": 504, "brick_readonly_lvs": "16.00:",
                     "driver_pool": {"backend_state": "up", **pool}, "brick_pool": pool,
                     "dm_status": ThinPoolStatus(3, 10, 100, 20, 200, 65536, "rw", False)}}
     text = realdm.render(result)
@@ -98,6 +98,7 @@ def test_real_dm_report_renders_every_path_and_ratio():
     assert "| **this driver**, `get_volume_stats(refresh=True)`, steady state | 1 | 1 |" in text
     assert "8.00x faster" in text and "4.00x faster" in text and "20 µs" in text
     assert "the creation budget of 60 s stopped at 500" in text
+    assert "printed `16.00:`: no data%" in text
     assert realdm._lvcreate_line(7, 1).split() == [
         "lvcreate", "-q", "-T", "-V", "1g", "-n", "volume-00007", "--addtag",
         "driver_kit_volume", "dkrealdm/pool"]
