@@ -22,6 +22,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from lvm_driver import mda
+from lvm_driver.dm_status import ThinPoolStatus
 from lvm_driver.executor import CommandResult, LVMExecutor
 from lvm_driver.report_cache import DeviceSources
 from lvm_driver.simulator import dm
@@ -104,7 +105,7 @@ class LVMSimulator(StateStore):
                 raise OSError(errno.EIO, os.strerror(errno.EIO), path)
         return mda.read_block(path, offset, length)
 
-    def thin_pool_status(self, vg_name: str, pool_name: str) -> dm.SimThinPoolStatus | None:
+    def thin_pool_status(self, vg_name: str, pool_name: str) -> ThinPoolStatus | None:
         """The simulated device-mapper status of a thin pool (None: not active), as last
         saved: like the kernel's, it does not wait for a command holding the VG lock."""
         try:
