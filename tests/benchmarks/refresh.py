@@ -31,7 +31,10 @@ from typing import Any, Callable
 
 from driver_kit import load_backend_config
 from lvm_driver.driver import LVM_OPTS, ThinLVMDriver
+from lvm_driver import mda
+from lvm_driver.dm_status import ThinPoolStatus
 from lvm_driver.executor import CommandResult, LVMExecutor, ProcessRunner
+from lvm_driver.report_cache import DeviceSources
 
 #: the pool usage an active pool would print (same for both paths)
 DATA_PERCENT = "37.21"
@@ -82,6 +85,12 @@ class PoolUsageFiller:
     def __call__(self, argv: list[str], env: dict[str, str], timeout_s: float) -> CommandResult:
         return self.fill(argv, self._runner(argv, env, timeout_s))
 
+    def device_sources(self) -> DeviceSources:
+        """The PVs' real headers (the unchanged-metadata check reads them as on any
+        host), and a stand-in for the pool's device-mapper status: the restored pool
+        is inactive and this machine has no device-mapper."""
+        return DeviceSources(read_block=mda.read_block, thin_pool_status=standin_pool_status)
+
     def shell_command(self, env: dict[str, str]) -> Any:
         """The wrapped runner's lvm shell (for a read session; see ``make_driver``)."""
         return self._runner.shell_command(env)  # type: ignore[attr-defined]
@@ -99,6 +108,15 @@ class PoolUsageFiller:
         row = row.replace('"metadata_percent":""', f'"metadata_percent":"{METADATA_PERCENT}"')
         return CommandResult(result.argv, result.exit_code, text[:start] + row + text[end:],
                              result.stderr)
+
+
+def standin_pool_status(vg_name: str, pool_name: str) -> ThinPoolStatus:
+    """What device-mapper would answer for an active pool at DATA_PERCENT data and
+    METADATA_PERCENT metadata use (the figures the filler puts into ``lvs``)."""
+    return ThinPoolStatus(
+        transaction_id=1, used_metadata_blocks=round(float(METADATA_PERCENT) * 100),
+        total_metadata_blocks=10_000, used_data_blocks=round(float(DATA_PERCENT) * 100),
+        total_data_blocks=10_000, data_block_bytes=65_536, mode="rw", needs_check=False)
 
 
 # ---------------------------------------------------------------------------
@@ -132,6 +150,15 @@ def make_driver(*, vg_name: str, conf_dir: str, fill_pool_usage: bool,
 
 
 def driver_refresh(driver: ThinLVMDriver) -> dict[str, Any]:
+    """A refresh as the volume manager asks for it: nothing changed since the last one,
+    so the report is reused while the VG's metadata headers are unchanged."""
+    return driver.get_volume_stats(refresh=True)
+
+
+def driver_refresh_after_change(driver: ThinLVMDriver) -> dict[str, Any]:
+    """A refresh right after a metadata change: the reused report forgotten (what a
+    changed header does), so the VG is read again (one ``lvs``)."""
+    driver.vg.forget_report()
     return driver.get_volume_stats(refresh=True)
 
 

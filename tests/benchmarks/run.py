@@ -30,7 +30,11 @@ from typing import Any, Callable
 import psutil
 
 #: the targets of issue 7, checked against ratios measured in the same run
-TARGET_VS_BRICK = {10_000: 3.0, 1_000: 5.0}
+#: every refresh (nothing changed, and right after a change) vs os-brick's path
+TARGET_VS_BRICK = {1_000: 8.0}
+#: a refresh with nothing changed / right after a change vs os-brick's path
+TARGET_UNCHANGED_VS_BRICK = {10_000: 100.0}
+TARGET_CHANGED_VS_BRICK = {10_000: 3.5}
 TARGET_VS_BARE = 1.15
 TARGET_PARSE_S = 0.5
 TARGET_CREATE_COMMANDS = 2.0
@@ -155,19 +159,25 @@ def refresh_benchmark(sizes: list[int], runs: int) -> dict[str, Any]:
             brick_sync = R.make_brick(vg_name=vg.vg_name, lvm_conf=vg.lvm_conf_without_aio)
             argv = full.vg.report_argv()
             cheapest = ["vgs", "--readonly", "--noheadings", "-o", "vg_name", vg.vg_name]
+            changed = R.make_driver(vg_name=vg.vg_name, conf_dir=str(vg.conf_dir),
+                                    fill_pool_usage=True)
+            changed.do_setup()
             paths: dict[str, Callable[[], Any]] = {
                 "bare": lambda: R.bare_lvs(argv, env),
                 "cheapest": lambda: R.bare_lvs(cheapest, env),
                 "driver": lambda: R.driver_refresh(full),
-                "driver_as_is": lambda: R.driver_refresh(as_is),
+                "driver_changed": lambda: R.driver_refresh_after_change(changed),
+                "driver_shell": lambda: R.driver_refresh_after_change(full_shell),
+                "driver_as_is": lambda: R.driver_refresh_after_change(as_is),
                 "brick": lambda: R.cinder_refresh(brick),
-                "driver_sync": lambda: R.driver_refresh(full_sync),
-                "driver_shell": lambda: R.driver_refresh(full_shell),
+                "driver_sync": lambda: R.driver_refresh_after_change(full_sync),
                 "brick_sync": lambda: R.cinder_refresh(brick_sync),
             }
-            executors = {"driver": full.executor, "driver_as_is": as_is.executor,
+            executors = {"driver": full.executor, "driver_changed": changed.executor,
+                         "driver_as_is": as_is.executor,
                          "driver_sync": full_sync.executor,
                          "driver_shell": full_shell.executor}
+            drivers = {"driver": full, "driver_changed": changed, "driver_shell": full_shell}
             series = {name: Series() for name in paths}
             reports: dict[str, Any] = {}
             for name, fn in paths.items():  # warm-up, untimed
@@ -203,6 +213,8 @@ def refresh_benchmark(sizes: list[int], runs: int) -> dict[str, Any]:
             bpool = reports["brick"]["pools"][0]
             results["sizes"][size] = {
                 "series": {k: asdict(v) for k, v in series.items()},
+                # reports reused / read anew / read for a doubt, over warm-up and runs
+                "cache": {k: asdict(d.vg.report_cache_stats) for k, d in drivers.items()},
                 "parse_s": parse,
                 "driver_pool": {k: pool[k] for k in (
                     "backend_state", "total_capacity_gb", "free_capacity_gb",
@@ -215,7 +227,7 @@ def refresh_benchmark(sizes: list[int], runs: int) -> dict[str, Any]:
                     "total_volumes")},
             }
             # the commands each path ran, once, for the report
-            for name in ("driver", "brick"):
+            for name in ("driver", "driver_changed", "brick"):
                 R.COUNTER.reset()
                 paths[name]()
                 results["sizes"][size][f"{name}_commands"] = [
@@ -408,13 +420,13 @@ def _render_without_aio(refresh: dict[str, Any], w: Callable[[str], None]) -> No
     w("With `global/use_aio = 0` in the lvm.conf both paths use (LVM then reads "
       "synchronously and has no AIO context to destroy at exit; each LVM process "
       "otherwise waits 28 to 35 ms in `io_destroy` on this kernel):\n")
-    w("| thin LVs | this driver | os-brick | vs os-brick | this driver with AIO on "
+    w("| thin LVs | this driver, after a change | os-brick | vs os-brick | the same with AIO on "
       "(table above) |")
     w("|---:|---:|---:|---:|---:|")
     for size, s in rows:
         d, b = s["driver_sync"], s["brick_sync"]
         w(f"| {size:,} | {_s(d.median)} ({_s(d.best)}) | {_s(b.median)} ({_s(b.best)}) | "
-          f"{b.median / d.median:.2f}x faster | {_s(s['driver'].median)} |")
+          f"{b.median / d.median:.2f}x faster | {_s(s['driver_changed'].median)} |")
     w("")
 
 
@@ -446,19 +458,23 @@ def render(result: dict[str, Any]) -> str:
         w("|---:|---|---:|---:|---:|---:|---:|")
         labels = {
             "bare": "one bare `lvs` of the same report (floor)",
-            "driver": "**this driver**, `get_volume_stats(refresh=True)`",
-            "driver_as_is": "this driver, pool inactive as restored (reported down)",
+            "driver": "**this driver**, `get_volume_stats(refresh=True)`, nothing "
+                      "changed (report reused: PV headers read, pool status)",
+            "driver_changed": "**this driver**, right after a change (one `lvs`)",
+            "driver_as_is": "this driver, right after a change, pool inactive as "
+                            "restored (reported down)",
             "brick": "os-brick `LVM`: `update_volume_group_info()` + `get_volumes()`",
             "cheapest": "cheapest LVM command on this VG: `vgs --readonly -o vg_name`",
-            "driver_shell": "this driver, reports through one `lvm` shell "
-                            "(`lvm_read_session`, AIO off in the shell)",
+            "driver_shell": "**this driver**, right after a change, its `lvs` through "
+                            "the `lvm` shell (`lvm_read_session`, the default)",
         }
+        reuse: list[str] = []
         for size, data in sorted(refresh["sizes"].items(), key=lambda kv: int(kv[0])):
             size = int(size)
             s = {k: Series(**v) for k, v in data["series"].items()}
             brick, bare = s["brick"].median, s["bare"].median
-            for name in [n for n in ("driver", "driver_shell", "driver_as_is", "brick",
-                                     "bare", "cheapest") if n in s]:
+            for name in [n for n in ("driver", "driver_changed", "driver_shell",
+                                     "driver_as_is", "brick", "bare", "cheapest") if n in s]:
                 x = s[name]
                 vs_brick = (f"{brick / x.median:.2f}x faster (CPU "
                             f"{s['brick'].cpu_median / x.cpu_median:.2f}x)"
@@ -466,21 +482,40 @@ def render(result: dict[str, Any]) -> str:
                 vs_bare = f"{x.median / bare:.3f}x" if name != "bare" else "1"
                 w(f"| {size:,} | {labels[name]} | {x.procs} | {_s(x.median)} ({_s(x.best)}) "
                   f"| {_s(x.cpu_median)} | {vs_brick} | {vs_bare} |")
-            ratio = brick / s["driver"].median
-            over = s["driver"].median / bare
+            unchanged = brick / s["driver"].median
+            after = brick / min(s["driver_changed"].median, s["driver_shell"].median)
+            over = s["driver_changed"].median / bare
             if size in TARGET_VS_BRICK:
                 want = TARGET_VS_BRICK[size]
-                targets.append((f"refresh >= {want:g}x faster than os-brick at {size:,} LVs",
-                                f"{ratio:.2f}x", ratio >= want))
+                worst = min(unchanged, after)
+                targets.append((f"every refresh >= {want:g}x faster than os-brick at "
+                                f"{size:,} LVs", f"{worst:.2f}x", worst >= want))
+            if size in TARGET_UNCHANGED_VS_BRICK:
+                want = TARGET_UNCHANGED_VS_BRICK[size]
+                targets.append((f"nothing changed: >= {want:g}x faster than os-brick at "
+                                f"{size:,} LVs", f"{unchanged:.1f}x", unchanged >= want))
+            if size in TARGET_CHANGED_VS_BRICK:
+                want = TARGET_CHANGED_VS_BRICK[size]
+                targets.append((f"right after a change: >= {want:g}x faster than os-brick "
+                                f"at {size:,} LVs", f"{after:.2f}x", after >= want))
             if size >= 1000:
-                targets.append((f"refresh within {TARGET_VS_BARE}x of bare lvs at {size:,} LVs",
-                                f"{over:.3f}x", over <= TARGET_VS_BARE))
-            targets.append((f"1 LVM process per refresh at {size:,} LVs",
-                            s["driver"].procs, s["driver"].procs == "1"))
+                targets.append((f"after a change, within {TARGET_VS_BARE}x of bare lvs at "
+                                f"{size:,} LVs", f"{over:.3f}x", over <= TARGET_VS_BARE))
+            targets.append((f"0 LVM process starts per steady-state refresh at {size:,} LVs",
+                            s["driver"].procs, s["driver"].procs == "0"))
+            cache = data.get("cache", {})
+            if cache:
+                reuse.append(f"- {size:,} LVs: " + "; ".join(
+                    f"{k} {c['hits']} / {c['misses']} / {c['doubts']}"
+                    for k, c in cache.items()))
         w("")
-        w("Ceiling: any refresh costs at least one LVM process, and every LVM command "
-          "reads and parses the whole VG metadata, so no one-process refresh can beat "
-          "os-brick's four by more than os-brick / cheapest LVM command: " + ", ".join(
+        if reuse:
+            w("Reports reused (hits) / read anew after a change (misses) / read anew for a "
+              "doubt about the headers, per driver instance, warm-up and timed runs:\n")
+            w("\n".join(reuse) + "\n")
+        w("Ceiling of a refresh that reads the VG with one LVM process (every LVM "
+          "command reads and parses the whole VG metadata), os-brick / cheapest LVM "
+          "command: " + ", ".join(
               f"{statistics.median(d['series']['brick']['wall']) / statistics.median(d['series']['cheapest']['wall']):.2f}x at {int(n):,} LVs"
               for n, d in sorted(refresh["sizes"].items(), key=lambda kv: int(kv[0]))) + ".\n")
         _render_without_aio(refresh, w)
@@ -494,10 +529,11 @@ def render(result: dict[str, Any]) -> str:
               f"({_s(min(spawn['processutils']))}).\n")
         big = max(refresh["sizes"], key=int)
         d = refresh["sizes"][big]
-        w(f"Where the driver's time goes at {int(big):,} LVs: parsing the `lvs` output "
-          f"(JSON + typed records) takes {_s(statistics.median(d['parse_s']))} of "
-          f"{_s(statistics.median(d['series']['driver']['wall']))}; the rest is the `lvs` "
-          "process itself.\n")
+        w(f"Where the driver's time goes at {int(big):,} LVs right after a change: parsing "
+          f"the `lvs` output (JSON + typed records) takes "
+          f"{_s(statistics.median(d['parse_s']))} of "
+          f"{_s(statistics.median(d['series']['driver_changed']['wall']))}; the rest is "
+          "the `lvs` process itself.\n")
         w(f"What each path reports for the same pool at {int(big):,} LVs "
           "(pool usage filled in as an active pool prints it):\n")
         w("| path | state | total GiB | free GiB | provisioned GiB | total_volumes |")
@@ -510,8 +546,12 @@ def render(result: dict[str, Any]) -> str:
         w(f"| this driver, pool as restored | {d['driver_as_is_pool']['backend_state']} | "
           f"0 | 0 | 0 | 0 |")
         w("")
-        w(f"Commands per refresh: this driver: `{'`, `'.join(d['driver_commands'])}`; "
-          f"os-brick: `{'`, `'.join(d['brick_commands'])}`.\n")
+        def listed(commands: list[str]) -> str:
+            return "`" + "`, `".join(commands) + "`" if commands else "none"
+        w(f"Commands per refresh: this driver, nothing changed: "
+          f"{listed(d['driver_commands'])}; right after a change: "
+          f"{listed(d.get('driver_changed_commands', []))}; "
+          f"os-brick: {listed(d['brick_commands'])}.\n")
         mem = refresh.get("memory")
         if mem and "driver" in mem:
             w(f"## Peak memory of one stats refresh at {mem['lv_count']:,} LVs "
