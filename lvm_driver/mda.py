@@ -181,8 +181,8 @@ _warned_buffered = False
 
 def read_block(path: str, offset: int, length: int) -> tuple[int, bytes]:
     """``length`` bytes at ``offset`` of ``path`` with one O_DIRECT read into an aligned
-    buffer (a plain read where the file system refuses O_DIRECT, logged once), and the
-    device's identity from the same open file."""
+    buffer (a plain read where a file system refuses O_DIRECT for a regular file, logged
+    once; a block device that refuses it raises), and its identity from the same open."""
     global _warned_buffered
     start = offset - offset % _ALIGN
     size = -(-(offset + length - start) // _ALIGN) * _ALIGN
@@ -194,6 +194,11 @@ def read_block(path: str, offset: int, length: int) -> tuple[int, bytes]:
             raise
         fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
         direct = False
+        if stat.S_ISBLK(os.fstat(fd).st_mode):
+            # a device's page cache need not see another host's commit (a shared VG):
+            # only a direct read is proof; without it, a doubt
+            os.close(fd)
+            raise
         if not _warned_buffered:
             _warned_buffered = True
             LOG.info("%s refuses O_DIRECT; reading LVM headers through the page cache",

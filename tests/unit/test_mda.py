@@ -111,6 +111,24 @@ def test_an_unreadable_or_missing_device_is_a_doubt(tmp_path):
     assert mda.vg_fingerprint([(pv_file(tmp_path), 1)], read=eio) is None
 
 
+def test_a_file_without_o_direct_is_read_through_the_page_cache_but_never_a_device(
+        tmp_path, monkeypatch):
+    path = pv_file(tmp_path)
+    real_open = os.open
+
+    def no_direct(name, flags, *args):
+        if flags & os.O_DIRECT:
+            raise OSError(22, "Invalid argument", name)
+        return real_open(name, flags, *args)
+    monkeypatch.setattr(mda.os, "open", no_direct)
+    assert mda.vg_fingerprint([(path, 1)]) is not None  # a regular file (tmpfs): plain read
+    # a block device's page cache need not see another host's commit: a doubt
+    monkeypatch.setattr(mda.stat, "S_ISBLK", lambda mode: True)
+    with pytest.raises(OSError):
+        mda.read_block(path, 0, 512)
+    assert mda.vg_fingerprint([(path, 1)]) is None
+
+
 def test_another_device_at_the_same_path_changes_the_fingerprint(tmp_path):
     path = pv_file(tmp_path)
     before = mda.vg_fingerprint([(path, 1)])
