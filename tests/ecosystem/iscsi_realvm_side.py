@@ -16,13 +16,13 @@ pattern, detach, attach again, read it back. Steps and their seconds go to
 
 from __future__ import annotations
 
-import faulthandler
 import json
 import os
 import subprocess
 import sys
 import threading
 import time
+import traceback
 from pathlib import Path
 from typing import Any, Callable
 
@@ -145,13 +145,36 @@ def main(workdir: Path) -> dict[str, Any]:
     return answer
 
 
+def _print_stacks() -> None:
+    """Every thread's stack to stderr, taken with the GIL held.
+
+    Not ``faulthandler.dump_traceback_later``: its watchdog walks the other
+    threads' frames without the GIL, and in CI that walk crashed this script
+    (SIGSEGV in libpython) while the main thread was in ``communicate``.
+    """
+    for ident, frame in sys._current_frames().items():
+        if ident != threading.get_ident():
+            print(f"--- thread {ident}\n" + "".join(traceback.format_stack(frame)),
+                  file=sys.stderr, flush=True)
+
+
+def _watch(every_s: float, limit_s: float) -> None:
+    """Show every thread's stack each ``every_s``; end the run at ``limit_s``."""
+    deadline = time.monotonic() + limit_s
+    while time.monotonic() + every_s < deadline:
+        time.sleep(every_s)
+        print(f"still running after {every_s:.0f} s more:", file=sys.stderr, flush=True)
+        _print_stacks()
+    time.sleep(max(0.0, deadline - time.monotonic()))
+    print(f"limit of {limit_s:.0f} s reached", file=sys.stderr, flush=True)
+    _print_stacks()
+    os._exit(3)
+
+
 if __name__ == "__main__":
     workdir, limit_s = Path(sys.argv[1]), float(sys.argv[2])
     # a step that hangs (a login, a device that never shows up) shows where every
     # minute, and the run ends at the limit instead of at the VM's timeout
-    faulthandler.dump_traceback_later(60, repeat=True)
-    stop = threading.Timer(limit_s, lambda: (faulthandler.dump_traceback(), os._exit(3)))
-    stop.daemon = True
-    stop.start()
+    threading.Thread(target=_watch, args=(60.0, limit_s), daemon=True).start()
     result = main(workdir)
     (workdir / "answer.json").write_text(json.dumps(result, indent=1, default=str))
