@@ -10,13 +10,16 @@ CoordinationError naming the URL: the request is refused, nothing is created.
 
 from __future__ import annotations
 
+import logging
 import threading
 import uuid
 from typing import Any
 
 from driver_kit.exceptions import CoordinationError
 
-__all__ = ["CoordinatedLock", "coordinator_for"]
+__all__ = ["CoordinatedLock", "coordinator_for", "stop_coordinators"]
+
+LOG = logging.getLogger(__name__)
 
 #: seconds to wait for a cross-host admission lock before refusing the request
 ACQUIRE_TIMEOUT_S = 30.0
@@ -41,6 +44,19 @@ def coordinator_for(url: str) -> object:
                     f"coordination backend {url} unreachable: {exc}") from exc
             _COORDINATORS[url] = coordinator
         return coordinator
+
+
+def stop_coordinators(url: str | None = None) -> None:
+    """Stop this process's coordinator of ``url`` (all when None): heartbeats end and
+    the service is told, so nothing keeps beating at a service that is going away."""
+    with _COORDINATORS_LOCK:
+        urls = [url] if url is not None else list(_COORDINATORS)
+        stopping = [_COORDINATORS.pop(u) for u in urls if u in _COORDINATORS]
+    for coordinator in stopping:
+        try:
+            coordinator.stop()  # type: ignore[attr-defined]
+        except Exception as exc:  # noqa: BLE001 - a service already gone stops nothing
+            LOG.debug("coordinator stop: %s", exc)
 
 
 def forget_coordinators() -> None:

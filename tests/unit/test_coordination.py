@@ -22,6 +22,7 @@ from etcd3gw.lease import Lease
 
 from driver_kit import CapacityExceeded, load_backend_config
 from driver_kit.exceptions import CoordinationError
+from driver_kit.coordination import stop_coordinators
 from tests.etcd_server import run_etcd
 from tests.unit.test_driver import FileDriver
 
@@ -38,26 +39,28 @@ pytestmark = pytest.mark.skipif(
 def etcd(tmp_path):
     """A real etcd on random loopback ports, data in a temp dir; yields (url, process)."""
     with run_etcd(str(tmp_path / "etcd-data")) as (client, proc):
-        yield "etcd3+" + client + "/?timeout=3", proc
+        url = "etcd3+" + client + "/?timeout=3"
+        yield url, proc
+        stop_coordinators(url)  # no heartbeat left beating at a stopped etcd
 
 
 class SlowFileDriver(FileDriver):
     """A shared-file backend whose create takes a while, so a race window is real."""
 
-    delay_s = 0.5
+    create_delay_s = 0.5
 
     def backend_create_volume(self, name, size_gb, *, pool_name, thin):
         if os.environ.get("DK_HOLDING"):
             open(os.environ["DK_HOLDING"], "w").close()  # tell the test we hold the lock
-        time.sleep(self.delay_s)
+        time.sleep(self.create_delay_s)
         super().backend_create_volume(name, size_gb, pool_name=pool_name, thin=thin)
 
 
-def _driver(tmp_path, index, url, delay_s=0.5):
+def _driver(tmp_path, index, url, create_delay_s=0.5):
     overrides = {"lock_path": str(tmp_path / f"locks-{index}"),  # each host its own
                  "max_over_subscription_ratio": "2.0", "coordination_backend_url": url}
     driver = SlowFileDriver(load_backend_config(overrides=overrides), str(tmp_path / "vols"))
-    driver.delay_s = delay_s
+    driver.create_delay_s = create_delay_s
     return driver
 
 
@@ -105,7 +108,7 @@ def test_hosts_over_commit_with_local_locks_and_never_with_etcd(etcd, tmp_path):
 
 def _holder(tmp_path, url, flag):
     os.environ["DK_HOLDING"] = flag
-    _driver(tmp_path, 0, url, delay_s=60).create_volume("killed", 1)
+    _driver(tmp_path, 0, url, create_delay_s=60).create_volume("killed", 1)
 
 
 def test_a_killed_holder_frees_the_lock_within_its_lease(etcd, tmp_path):
@@ -121,7 +124,7 @@ def test_a_killed_holder_frees_the_lock_within_its_lease(etcd, tmp_path):
     holder.join()
     # the next host waits out the 3 s lease, reads afresh (nothing of the dead one
     # was made) and gets the whole 2 GiB left
-    driver = _driver(tmp_path, 1, url, delay_s=0)
+    driver = _driver(tmp_path, 1, url, create_delay_s=0)
     driver.create_volume("next", 2)
     assert "killed" not in (tmp_path / "vols").read_text()
     with pytest.raises(CapacityExceeded):
@@ -131,7 +134,7 @@ def test_a_killed_holder_frees_the_lock_within_its_lease(etcd, tmp_path):
 def test_etcd_stopped_refuses_creates_naming_the_url_and_stats_work(etcd, tmp_path):
     url, proc = etcd
     (tmp_path / "vols").write_text("base 1\n")
-    driver = _driver(tmp_path, 0, url, delay_s=0)
+    driver = _driver(tmp_path, 0, url, create_delay_s=0)
     driver.create_volume("before", 1)
     proc.kill()
     proc.wait()
@@ -174,7 +177,7 @@ def _hooked(tmp_path, url):
     overrides = {"lock_path": str(tmp_path / "locks"), "max_over_subscription_ratio": "2.0",
                  "coordination_backend_url": url}
     driver = HookedDriver(load_backend_config(overrides=overrides), str(tmp_path / "vols"))
-    driver.delay_s = 0
+    driver.create_delay_s = 0
     return driver
 
 
