@@ -635,7 +635,7 @@ def render(result: dict[str, Any]) -> str:
         w("")
 
     if targets:
-        w("## Targets (issue 7), each from this run\n")
+        w("## Targets, each from this run\n")
         w("| target | measured | |")
         w("|---|---:|---|")
         for name, value, good in targets:
