@@ -149,7 +149,8 @@ def measure(vg: RealVG, runs: int) -> dict[str, Any]:
     """Every path, interleaved: a round is one out-of-band lvcreate, then the paths."""
     env = vg.env()
     R.COUNTER.install()
-    driver = R.make_driver(vg_name=VG_NAME, conf_dir=str(vg.conf_dir), fill_pool_usage=False)
+    driver = R.make_driver(vg_name=VG_NAME, conf_dir=str(vg.conf_dir), fill_pool_usage=False,
+                           read_session=True)  # as on a real host by default
     driver.do_setup()
     driver.check_for_setup_error()
     brick = R.make_brick(vg_name=VG_NAME, lvm_conf=vg.lvm_conf)
