@@ -35,7 +35,7 @@ MODULES = ["configfs", "target_core_mod", "target_core_iblock", "iscsi_target_mo
 #: Debian's rtslib-fb (python3-rtslib-fb), which cinder-rtstool imports
 RTSLIB = Path("/usr/lib/python3/dist-packages/rtslib_fb")
 #: seconds iscsi_realvm_side.py may take in the VM (TCG) before it dumps its stacks
-LIMIT_S = 300
+LIMIT_S = 900  # a guard against a hang: a run takes 3-5 minutes under TCG
 
 
 #: what the guest set-up and the side did, kept on the host (the repo is shared)
