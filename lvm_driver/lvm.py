@@ -123,10 +123,13 @@ class VolumeGroup:
         """Reports reused (hits), read anew after a change (misses) or for a doubt."""
         return self._cache.stats
 
-    def forget_report(self) -> None:
-        """Reuse nothing until the next full report (one the caller found wrong), and
-        read that one through ``lvs``."""
-        self._cache.forget()
+    def forget_report(self, *, ask_lvm: bool = True) -> None:
+        """Reuse nothing until the next full report: one the caller found wrong, read
+        again through ``lvs`` (``ask_lvm``); else as after a metadata change."""
+        if ask_lvm:
+            self._cache.forget()
+        else:
+            self._cache.clear()
 
     def report(self, *, timeout_s: float | None = None) -> VGReport:
         """Everything about the VG: reused while its metadata is unchanged (no

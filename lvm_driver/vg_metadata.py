@@ -117,7 +117,11 @@ class _LV:
         for segment in segments:
             kind = segment.get("type")
             _need(kind in _SEGMENT_KEYS, f"{where}: segment type {kind!r}")
-            _need(segment.keys() <= _SEGMENT_KEYS[kind], f"{where}: unknown {kind} setting")
+            _need(segment.keys() <= _SEGMENT_KEYS[kind] or (
+                kind == "thin-pool" and all(  # messages queued for an inactive pool
+                    key in _SEGMENT_KEYS[kind] or (key.startswith("message")
+                                                   and type(value) is dict)
+                    for key, value in segment.items())), f"{where}: unknown {kind} setting")
             _need(_int(segment, "start_extent", where) == self.extents,
                   f"{where}: segments are not contiguous")
             self.extents += _int(segment, "extent_count", where)
