@@ -93,7 +93,7 @@ def _parse_lines(text: str) -> Section:
     stack: list[Section] = [root]
     current = root
     lists: dict[str, tuple[str | int | float, ...]] = {}
-    names: set[str] = set()
+    names: set[str] = set()  # names already found well-formed
     lines = iter(text.rstrip("\0").split("\n"))
     for line in lines:
         if "#" in line:
@@ -103,23 +103,29 @@ def _parse_lines(text: str) -> Section:
         line = line.strip()
         if not line:
             continue
-        if line == "}":
+        last = line[-1]
+        if last == "}":
+            if line != "}":
+                raise _NotOneALine
             if len(stack) == 1:
                 raise ConfigTextError("unbalanced '}'")
             stack.pop()
             current = stack[-1]
             continue
-        if line[-1] == "{":
+        if last == "{":
             name = line[:-1].rstrip()
-            if name in current or not _NAME.fullmatch(name):
+            if name in current or (name not in names and not _NAME.fullmatch(name)):
                 raise _NotOneALine
+            names.add(name)
             section: Section = {}
             current[name] = section
             stack.append(section)
             current = section
             continue
-        name, equals, value = line.partition("=")
-        name, value = name.rstrip(), value.lstrip()
+        name, equals, value = line.partition(" = ")
+        if not equals:
+            name, equals, value = line.partition("=")
+            name, value = name.rstrip(), value.lstrip()
         if not (equals and value) or name in current or (
                 name not in names and not _NAME.fullmatch(name)):
             raise _NotOneALine
@@ -129,8 +135,6 @@ def _parse_lines(text: str) -> Section:
             if not _SIMPLE_STRING.fullmatch(value):
                 raise _NotOneALine
             current[name] = value[1:-1]
-        elif value.isdigit() and value.isascii():
-            current[name] = int(value)
         elif first == "[":
             while value[-1] != "]":  # one list over several lines
                 more = next(lines, "]]")
@@ -144,6 +148,8 @@ def _parse_lines(text: str) -> Section:
             if found is None:
                 found = lists[items] = _list(items)
             current[name] = found
+        elif value.isdigit() and value.isascii():
+            current[name] = int(value)
         else:
             raise _NotOneALine
     if len(stack) != 1:

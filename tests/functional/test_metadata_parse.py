@@ -22,40 +22,38 @@ from lvm_driver.executor import LVMCommandError
 from lvm_driver.report import VGReport, load_rows, parse_lvs_report
 from lvm_driver.report_cache import PV_CHECK_FIELDS, ReportCache, parse_pvs_report, sources_of
 
-#: (name, argv with {vg}, real LVM only, may fail on an older LVM)
+#: each step: its name, "real" when the simulator does not emulate it, "optional" when
+#: an older LVM may refuse it, then the operator's command ({vg}: the VG)
+_STEPS = """
+thin: lvcreate -T -V 1g -n vol-a --addtag t1 {vg}/pool
+thin-snapshot: lvcreate -s -n snap_a+1 {vg}/vol-a
+snapshot-of-snapshot: lvcreate -s -n snap.b {vg}/snap_a+1
+thick: lvcreate -L 64m -n thick.1 --addtag zz --addtag a_a {vg}
+cow-snapshot real: lvcreate -s -L 32m -n cow-snap {vg}/thick.1
+inactive: lvchange -an {vg}/vol-a
+skip-activation: lvcreate -T -V 512m -n skip_me -ky {vg}/pool
+rename: lvrename {vg} vol-a vol-renamed
+extend-thin: lvextend -L 2g {vg}/vol-renamed
+thick-x: lvcreate -L 8m -n lv-x {vg}
+thick-y: lvcreate -L 8m -n lv_y {vg}
+extend-two-segments: lvextend -L 16m {vg}/lv-x
+read-only real: lvchange -pr {vg}/lv_y
+alloc-contiguous real optional: lvchange --alloc contiguous {vg}/lv_y
+deactivate-y real: lvchange -an {vg}/lv_y
+fixed-minor real optional: lvchange -My --major 253 --minor 222 -y {vg}/lv_y
+addtag: lvchange --addtag b+c {vg}/vol-renamed
+deltag: lvchange --deltag t1 {vg}/vol-renamed
+second-pool: lvcreate -T -L 256m -Zn {vg}/pool2
+thin-in-unzeroed-pool: lvcreate -T -V 64m -n v2 {vg}/pool2
+remove-cow real: lvremove -f {vg}/cow-snap
+remove-snapshot: lvremove -f {vg}/snap.b
+remove-second-pool: lvremove -f {vg}/pool2
+remove-thick: lvremove -f {vg}/lv-x
+"""
 STEPS: list[tuple[str, tuple[str, ...], bool, bool]] = [
-    ("thin", ("lvcreate", "-T", "-V", "1g", "-n", "vol-a", "--addtag", "t1", "{vg}/pool"),
-     False, False),
-    ("thin-snapshot", ("lvcreate", "-s", "-n", "snap_a+1", "{vg}/vol-a"), False, False),
-    ("snapshot-of-snapshot", ("lvcreate", "-s", "-n", "snap.b", "{vg}/snap_a+1"),
-     False, False),
-    ("thick", ("lvcreate", "-L", "64m", "-n", "thick.1", "--addtag", "zz", "--addtag",
-               "a_a", "{vg}"), False, False),
-    ("cow-snapshot", ("lvcreate", "-s", "-L", "32m", "-n", "cow-snap", "{vg}/thick.1"),
-     True, False),
-    ("inactive", ("lvchange", "-an", "{vg}/vol-a"), False, False),
-    ("skip-activation", ("lvcreate", "-T", "-V", "512m", "-n", "skip_me", "-ky",
-                         "{vg}/pool"), False, False),
-    ("rename", ("lvrename", "{vg}", "vol-a", "vol-renamed"), False, False),
-    ("extend-thin", ("lvextend", "-L", "2g", "{vg}/vol-renamed"), False, False),
-    ("thick-x", ("lvcreate", "-L", "8m", "-n", "lv-x", "{vg}"), False, False),
-    ("thick-y", ("lvcreate", "-L", "8m", "-n", "lv_y", "{vg}"), False, False),
-    ("extend-two-segments", ("lvextend", "-L", "16m", "{vg}/lv-x"), False, False),
-    ("read-only", ("lvchange", "-pr", "{vg}/lv_y"), True, False),
-    ("alloc-contiguous", ("lvchange", "--alloc", "contiguous", "{vg}/lv_y"), True, True),
-    ("deactivate-y", ("lvchange", "-an", "{vg}/lv_y"), True, False),
-    ("fixed-minor", ("lvchange", "-My", "--major", "253", "--minor", "222", "-y",
-                     "{vg}/lv_y"), True, True),
-    ("addtag", ("lvchange", "--addtag", "b+c", "{vg}/vol-renamed"), False, False),
-    ("deltag", ("lvchange", "--deltag", "t1", "{vg}/vol-renamed"), False, False),
-    ("second-pool", ("lvcreate", "-T", "-L", "256m", "-Zn", "{vg}/pool2"), False, False),
-    ("thin-in-unzeroed-pool", ("lvcreate", "-T", "-V", "64m", "-n", "v2", "{vg}/pool2"),
-     False, False),
-    ("remove-cow", ("lvremove", "-f", "{vg}/cow-snap"), True, False),
-    ("remove-snapshot", ("lvremove", "-f", "{vg}/snap.b"), False, False),
-    ("remove-second-pool", ("lvremove", "-f", "{vg}/pool2"), False, False),
-    ("remove-thick", ("lvremove", "-f", "{vg}/lv-x"), False, False),
-]
+    (words[0], tuple(command.split()), "real" in words, "optional" in words)
+    for head, command in (line.split(": ") for line in _STEPS.strip().splitlines())
+    for words in [head.split()]]
 
 
 def _lvs_report(lab) -> tuple[VGReport, dict]:
