@@ -82,7 +82,6 @@ class _NotOneALine(Exception):
 
 
 _NAME: Final = re.compile(r'[^\s{}=\[\]",#]+')
-_SIMPLE_STRING: Final = re.compile(r'"[^"\\#]*"')
 
 
 def _parse_lines(text: str) -> Section:
@@ -131,8 +130,8 @@ def _parse_lines(text: str) -> Section:
             raise _NotOneALine
         names.add(name)
         first = value[0]
-        if first == '"':
-            if not _SIMPLE_STRING.fullmatch(value):
+        if first == '"':  # no backslash in the text: a string is its two quotes
+            if value[-1] != '"' or value.count('"') != 2:
                 raise _NotOneALine
             current[name] = value[1:-1]
         elif first == "[":

@@ -49,6 +49,7 @@ _SEGMENT_KEYS: Final = {kind: _SEGMENT_COMMON | keys for kind, keys in {
     "thin": frozenset({"thin_pool", "transaction_id", "device_id", "origin"}),
     "snapshot": frozenset({"chunk_size", "origin", "cow_store"}),
 }.items()}
+_ONE_SEGMENT: Final = {"segment1"}
 _ALLOC_CHARS: Final = {"inherit": "i", "normal": "n", "contiguous": "c", "cling": "l",
                        "cling_by_tags": "t", "anywhere": "a"}
 
@@ -89,48 +90,51 @@ def _known(section: dict[str, Any], allowed: Collection[str], where: str) -> Non
 class _LV:
     """One LV section, checked: its flags, segments and extent count."""
 
-    __slots__ = ("name", "status", "flags", "tags", "alloc", "segments", "extents")
+    __slots__ = ("name", "status", "flags", "tags", "alloc", "segments", "extents", "kind")
 
     def __init__(self, name: str, section: object, memo: dict[object, Any]) -> None:
-        where = f"LV {name}"
-        _need(isinstance(section, dict), f"{where} is not a section")
-        assert isinstance(section, dict)
+        # messages are formatted only on the way out: 10,000 LVs are checked per read
+        if type(section) is not dict:
+            raise MetadataUnsupported(f"LV {name} is not a section")
         self.name = name
-        self.status = _flag_set(section.get("status", ()), _LV_STATUS, memo, where)
-        self.flags = _flag_set(section.get("flags", ()), _LV_FLAGS, memo, where)
+        self.status = _flag_set(section.get("status", ()), _LV_STATUS, memo, name)
+        self.flags = _flag_set(section.get("flags", ()), _LV_FLAGS, memo, name)
         tags = section.get("tags", ())
-        self.tags = memo.get(tags) if type(tags) is tuple else None
-        if self.tags is None:
-            self.tags = memo[tags] = tuple(sorted(_strings(section, "tags", where)))
-        policy = section.get("allocation_policy", "inherit")
-        _need(policy in _ALLOC_CHARS, f"{where}: allocation policy {policy!r}")
-        self.alloc = _ALLOC_CHARS[policy]
-        count = _int(section, "segment_count", where)
-        _need(count >= 1, f"{where} has no segment")
-        segments = [section.get(f"segment{index}") for index in range(1, count + 1)]
-        _need(all(key in _LV_KEYS or key.startswith("segment") for key in section)
-              and all(type(segment) is dict for segment in segments)
-              and len(section.keys() - _LV_KEYS) == count,
-              f"{where}: unknown setting(s) or segments")
-        self.segments: list[dict[str, Any]] = segments
+        found = memo.get(tags) if type(tags) is tuple else None
+        if found is None:
+            found = memo[tags] = tuple(sorted(_strings(section, "tags", f"LV {name}")))
+        self.tags = found
+        self.alloc = _ALLOC_CHARS.get(section.get("allocation_policy", "inherit"))
+        count = section.get("segment_count")
+        if self.alloc is None or type(count) is not int or count < 1:
+            raise MetadataUnsupported(f"LV {name}: allocation policy or segment count")
+        others = section.keys() - _LV_KEYS
+        if count == 1:
+            segments = [section.get("segment1")]
+            known = others == _ONE_SEGMENT
+        else:
+            names = {f"segment{index}" for index in range(1, count + 1)}
+            segments = [section.get(key) for key in sorted(names, key=lambda k: int(k[7:]))]
+            known = others == names
+        if not known:
+            raise MetadataUnsupported(f"LV {name}: unknown setting(s) {sorted(others)[:3]}")
+        self.segments: list[dict[str, Any]] = segments  # type: ignore[assignment]
         self.extents = 0
         for segment in segments:
+            if type(segment) is not dict:
+                raise MetadataUnsupported(f"LV {name}: a segment is not a section")
             kind = segment.get("type")
-            _need(kind in _SEGMENT_KEYS, f"{where}: segment type {kind!r}")
-            _need(segment.keys() <= _SEGMENT_KEYS[kind] or (
-                kind == "thin-pool" and all(  # messages queued for an inactive pool
-                    key in _SEGMENT_KEYS[kind] or (key.startswith("message")
-                                                   and type(value) is dict)
-                    for key, value in segment.items())), f"{where}: unknown {kind} setting")
-            _need(_int(segment, "start_extent", where) == self.extents,
-                  f"{where}: segments are not contiguous")
-            self.extents += _int(segment, "extent_count", where)
-        _need(count == 1 or all(segment["type"] == "striped" for segment in segments),
-              f"{where}: several segments, not all striped")
-
-    @property
-    def kind(self) -> str:
-        return self.segments[0]["type"]
+            keys = _SEGMENT_KEYS.get(kind)  # type: ignore[arg-type]
+            if keys is None or not (segment.keys() <= keys or _messages_only(segment, kind)):
+                raise MetadataUnsupported(f"LV {name}: segment type {kind!r} or a setting "
+                                          f"of it not known")
+            start, length = segment.get("start_extent"), segment.get("extent_count")
+            if start != self.extents or type(length) is not int or length < 0 or (
+                    count > 1 and kind != "striped"):
+                raise MetadataUnsupported(f"LV {name}: segments not contiguous, or "
+                                          f"several not all striped")
+            self.extents += length
+        self.kind = segments[0]["type"]  # type: ignore[index]
 
     def attr(self, volume_type: str, target: str, zero: bool,
              memo: dict[object, Any]) -> LVAttr:
@@ -146,16 +150,24 @@ class _LV:
         return attr
 
 
+def _messages_only(segment: dict[str, Any], kind: object) -> bool:
+    """Whether a thin pool's settings beyond the known ones are only the messages
+    queued for it while inactive (which change nothing ``lvs`` prints)."""
+    return kind == "thin-pool" and all(
+        key in _SEGMENT_KEYS["thin-pool"] or (key.startswith("message") and type(value) is dict)
+        for key, value in segment.items())
+
+
 def _flag_set(value: object, allowed: frozenset[str], memo: dict[object, Any],
-              where: str) -> frozenset[str]:
+              name: str) -> frozenset[str]:
     """A list of flags as a set, each one known (memoised: LVs repeat the same lists)."""
     key = ("flags", value)
     found = memo.get(key) if type(value) is tuple else None
     if found is None:
         _need(type(value) is tuple and all(type(item) is str for item in value),
-              f"{where}: flags {value!r} are not a list of strings")
+              f"LV {name}: flags {value!r} are not a list of strings")
         found = memo[key] = frozenset(value)  # type: ignore[arg-type]
-        _need(found <= allowed, f"{where}: unknown flag(s) {sorted(found - allowed)}")
+        _need(found <= allowed, f"LV {name}: unknown flag(s) {sorted(found - allowed)}")
     return found
 
 
@@ -224,53 +236,60 @@ def _report(tree: dict[str, Any], vg_name: str, pv_uuids: Collection[str]) -> VG
     memo: dict[object, Any] = {}
     lvs = {name: _LV(name, section, memo)
            for name, section in _section(vg, "logical_volumes", "VG").items()}
-    roles: dict[str, str] = {}       # hidden LVs: what they are part of
-    cow_origin: dict[str, str] = {}  # COW store -> origin
-    origins: set[str] = set()        # origins of COW snapshots
-    for lv in lvs.values():
-        where = f"LV {lv.name}"
-        segment = lv.segments[0]
-        if lv.kind == "thin-pool":
-            for key in ("pool", "metadata"):
-                part = lvs.get(segment.get(key, ""))
-                _need(part is not None and part.kind == "striped"
-                      and part.name not in roles, f"{where}: its {key} LV")
-                roles[part.name] = lv.name
-            _need(segment.get("zero_new_blocks") in (0, 1), f"{where}: zero_new_blocks")
-        elif lv.kind == "thin":
-            pool = lvs.get(segment.get("thin_pool", ""))
-            _need(pool is not None and pool.kind == "thin-pool", f"{where}: its pool")
-            origin = segment.get("origin")
-            _need(origin is None or (isinstance(origin, str) and origin in lvs
-                                     and lvs[origin].kind == "thin"), f"{where}: origin")
-        elif lv.kind == "snapshot":
-            origin, cow = lvs.get(segment.get("origin", "")), lvs.get(
-                segment.get("cow_store", ""))
-            _need(origin is not None and cow is not None and cow.kind == "striped"
-                  and cow.name not in cow_origin and origin.name not in cow_origin
-                  and "VISIBLE" in origin.status and "VISIBLE" not in lv.status,
-                  f"{where}: its origin or COW store")
-            roles[lv.name] = cow_origin[cow.name] = origin.name
-            origins.add(origin.name)
+    roles, cow_origin, origins = _roles(lvs)
     allocated = 0
     rows = []
     for lv in lvs.values():
         if lv.kind == "striped":
             allocated += _allocated(lv, pv_names)
-        visible = "VISIBLE" in lv.status or lv.name in cow_origin
-        if lv.name in roles or lv.name in cow_origin:
-            _need(lv.name not in origins, f"LV {lv.name} is both part and origin")
-        if lv.name in roles or (not visible and lv.name.endswith("_pmspare")
-                                and lv.kind == "striped"):
-            _need("VISIBLE" not in lv.status, f"LV {lv.name} is internal but visible")
-            continue
-        _need(visible, f"hidden LV {lv.name} is of no known use")
-        rows.append(_row(lv, lvs, cow_origin, origins, extent, memo))
+        name = lv.name
+        visible = "VISIBLE" in lv.status or name in cow_origin
+        internal = name in roles or (not visible and name.endswith("_pmspare")
+                                     and lv.kind == "striped")
+        if internal and "VISIBLE" in lv.status or not (internal or visible) or (
+                name in origins and (name in roles or name in cow_origin)):
+            raise MetadataUnsupported(f"LV {name}: hidden of no known use, internal but "
+                                      f"visible, or both part and origin")
+        if not internal:
+            rows.append(_row(lv, lvs, cow_origin, origins, extent, memo))
     free = total - allocated
     _need(free >= 0, "the LVs take more extents than the PVs have")
     rows.sort(key=lambda lv: lv.name)
     return VGReport(vg_name=vg_name, vg_size_bytes=total * extent,
                     vg_free_bytes=free * extent, extent_size_bytes=extent, lvs=tuple(rows))
+
+
+def _roles(lvs: dict[str, _LV]) -> tuple[dict[str, str], dict[str, str], set[str]]:
+    """The hidden LVs' roles (LV -> the LV it is part of), each COW store's origin, and
+    the origins of COW snapshots; every reference checked."""
+    roles: dict[str, str] = {}
+    cow_origin: dict[str, str] = {}
+    origins: set[str] = set()
+    for lv in lvs.values():
+        kind, segment = lv.kind, lv.segments[0]
+        if kind == "thin":
+            pool, origin = lvs.get(segment.get("thin_pool")), segment.get("origin")
+            if pool is None or pool.kind != "thin-pool" or origin is not None and (
+                    type(origin) is not str or origin not in lvs
+                    or lvs[origin].kind != "thin"):
+                raise MetadataUnsupported(f"LV {lv.name}: its pool or origin")
+        elif kind == "thin-pool":
+            for key in ("pool", "metadata"):
+                part = lvs.get(segment.get(key))
+                if part is None or part.kind != "striped" or part.name in roles:
+                    raise MetadataUnsupported(f"LV {lv.name}: its {key} LV")
+                roles[part.name] = lv.name
+            if segment.get("zero_new_blocks") not in (0, 1):
+                raise MetadataUnsupported(f"LV {lv.name}: zero_new_blocks")
+        elif kind == "snapshot":
+            origin, cow = lvs.get(segment.get("origin")), lvs.get(segment.get("cow_store"))
+            if origin is None or cow is None or cow.kind != "striped" or (
+                    cow.name in cow_origin or origin.name in cow_origin
+                    or "VISIBLE" not in origin.status or "VISIBLE" in lv.status):
+                raise MetadataUnsupported(f"LV {lv.name}: its origin or COW store")
+            roles[lv.name] = cow_origin[cow.name] = origin.name
+            origins.add(origin.name)
+    return roles, cow_origin, origins
 
 
 def _row(lv: _LV, lvs: dict[str, _LV], cow_origin: dict[str, str], origins: set[str],
