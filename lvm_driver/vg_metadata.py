@@ -246,7 +246,9 @@ def _report(tree: dict[str, Any], vg_name: str, pv_uuids: Collection[str]) -> VG
         visible = "VISIBLE" in lv.status or name in cow_origin
         internal = name in roles or (not visible and name.endswith("_pmspare")
                                      and lv.kind == "striped")
-        if internal and "VISIBLE" in lv.status or not (internal or visible) or (
+        # a snapshot's own LV is never listed, VISIBLE or not (LVM writes it so)
+        if internal and "VISIBLE" in lv.status and lv.kind != "snapshot" or not (
+                internal or visible) or (
                 name in origins and (name in roles or name in cow_origin)):
             raise MetadataUnsupported(f"LV {name}: hidden of no known use, internal but "
                                       f"visible, or both part and origin")
@@ -279,13 +281,13 @@ def _roles(lvs: dict[str, _LV]) -> tuple[dict[str, str], dict[str, str], set[str
                 if part is None or part.kind != "striped" or part.name in roles:
                     raise MetadataUnsupported(f"LV {lv.name}: its {key} LV")
                 roles[part.name] = lv.name
-            if segment.get("zero_new_blocks") not in (0, 1):
+            if segment.get("zero_new_blocks", 0) not in (0, 1):  # absent: not zeroed
                 raise MetadataUnsupported(f"LV {lv.name}: zero_new_blocks")
         elif kind == "snapshot":
             origin, cow = lvs.get(segment.get("origin")), lvs.get(segment.get("cow_store"))
             if origin is None or cow is None or cow.kind != "striped" or (
                     cow.name in cow_origin or origin.name in cow_origin
-                    or "VISIBLE" not in origin.status or "VISIBLE" in lv.status):
+                    or "VISIBLE" not in origin.status):
                 raise MetadataUnsupported(f"LV {lv.name}: its origin or COW store")
             roles[lv.name] = cow_origin[cow.name] = origin.name
             origins.add(origin.name)
@@ -298,10 +300,10 @@ def _row(lv: _LV, lvs: dict[str, _LV], cow_origin: dict[str, str], origins: set[
     pool = origin = None
     zero = False
     if lv.kind == "thin-pool":
-        attr = lv.attr("t", "t", segment["zero_new_blocks"] == 1, memo)
+        attr = lv.attr("t", "t", segment.get("zero_new_blocks", 0) == 1, memo)
     elif lv.kind == "thin":
         pool, origin = segment["thin_pool"], segment.get("origin")
-        zero = lvs[pool].segments[0]["zero_new_blocks"] == 1
+        zero = lvs[pool].segments[0].get("zero_new_blocks", 0) == 1
         attr = lv.attr("o" if lv.name in origins else "V", "t", zero, memo)
     elif lv.name in cow_origin:
         origin = cow_origin[lv.name]
