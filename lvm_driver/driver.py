@@ -91,6 +91,14 @@ LVM_OPTS = [
                help="An lvm.conf to use instead of the system's; LVM_SYSTEM_DIR is set to "
                     "its directory for every LVM command, so the file must be named "
                     "lvm.conf."),
+    cfg.BoolOpt("lvm_metadata_parse",
+                help="After a change to the volume group, read the stats and admission "
+                     "report from the VG's metadata text on its PVs (checksum checked, no "
+                     "LVM process) instead of running lvs; anything it does not fully "
+                     "understand (raid, cache, vdo, mirrors, shared or exported VGs, a "
+                     "missing PV, a merge under way) is still read through lvs. Unset: on "
+                     "for real LVM, off for the simulator (whose faults are injected into "
+                     "its lvs)."),
 ] + WIPE_OPTS + BACKEND_OPTS
 
 
@@ -127,7 +135,11 @@ class ThinLVMDriver(ManageMixin, VolumeDriver):
                 f"reads a file named lvm.conf from LVM_SYSTEM_DIR (set to its directory); "
                 f"name the file lvm.conf")
         self.executor = executor or make_executor(conf)
-        self.vg = VolumeGroup(self.vg_name, executor=self.executor)
+        parse = conf.get("lvm_metadata_parse")
+        if parse is None:
+            parse = conf.get("lvm_backend", "real") != "simulator"
+        self.vg = VolumeGroup(self.vg_name, executor=self.executor,
+                              parse_metadata=bool(parse))
         #: clean-ups that ran out of rounds: marker -> (name, tag), finished by the
         #: next create of this driver (under the admission lock, as the first try)
         self._unfinished: dict[str, tuple[str, str]] = {}

@@ -55,7 +55,9 @@ class VolumeGroup:
     ``lvs`` (plus ``pvs`` when the PVs are unknown, in doubt or changed, and
     ``vgs`` when the VG has no LV at all). ``sources``: how PV headers and a
     thin pool's device-mapper status are read (default: the executor's
-    runner's, else the kernel's; see ``report_cache``). Names
+    runner's, else the kernel's; see ``report_cache``). ``parse_metadata``: after
+    a change, build the report from the VG's metadata text read from its PVs
+    (``vg_metadata``) and run ``lvs`` only for what that does not understand. Names
     are validated before any process starts; LVM's failures arrive as the
     executor's typed errors (``LVMNotFoundError`` is also a NotFound,
     ``LVMAlreadyExistsError`` also an AlreadyExists).
@@ -64,10 +66,11 @@ class VolumeGroup:
     REPORT_FIELDS: Final = REPORT_FIELDS
 
     def __init__(self, vg_name: str, *, executor: LVMExecutor,
-                 sources: DeviceSources | None = None):
+                 sources: DeviceSources | None = None, parse_metadata: bool = False):
         self._vg_name = validate_vg_name(vg_name)
         self._executor = executor
-        self._cache = ReportCache(sources if sources is not None else sources_of(executor))
+        self._cache = ReportCache(sources if sources is not None else sources_of(executor),
+                                  parse_metadata=parse_metadata)
 
     @property
     def vg_name(self) -> str:
@@ -111,17 +114,27 @@ class VolumeGroup:
         return ["pvs", "--readonly", "--reportformat", "json", "-o", ",".join(PV_FIELDS)]
 
     @property
+    def parses_metadata(self) -> bool:
+        """Whether a report after a change is read from the VG's metadata text first."""
+        return self._cache.parse_metadata
+
+    @property
     def report_cache_stats(self) -> CacheStats:
         """Reports reused (hits), read anew after a change (misses) or for a doubt."""
         return self._cache.stats
 
-    def forget_report(self) -> None:
-        """Reuse nothing until the next full report (one the caller found wrong)."""
-        self._cache.clear()
+    def forget_report(self, *, ask_lvm: bool = True) -> None:
+        """Reuse nothing until the next full report: one the caller found wrong, read
+        again through ``lvs`` (``ask_lvm``); else as after a metadata change."""
+        if ask_lvm:
+            self._cache.forget()
+        else:
+            self._cache.clear()
 
     def report(self, *, timeout_s: float | None = None) -> VGReport:
         """Everything about the VG: reused while its metadata is unchanged (no
-        process), else one ``lvs --readonly`` (and a ``pvs`` when the VG's PVs are
+        process), else read from its metadata text (``parse_metadata``, no process)
+        or one ``lvs --readonly`` (and a ``pvs`` when the VG's PVs are
         not known, in doubt or changed); each thin pool's usage from device-mapper
         either way.
 
@@ -133,7 +146,8 @@ class VolumeGroup:
             found, fingerprint = self._cache.lookup()
             if found is None:
                 self._cache.clear()
-                found = self._full_report(fingerprint, timeout_s)
+                found = self._cache.parsed(fingerprint, self._vg_name) \
+                    or self._full_report(fingerprint, timeout_s)
             return with_pool_usage(found[0], found[1], self._cache.sources,
                                    lambda pool: self.lv_report(pool, timeout_s=timeout_s))
         except BaseException:

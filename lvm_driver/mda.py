@@ -27,7 +27,7 @@ from typing import Final, TypeAlias
 
 __all__ = ["PVLabel", "MDAHeader", "RawLocn", "PVFingerprint", "Fingerprint",
            "HeaderError", "BlockReader", "calc_crc", "parse_label", "parse_mda_header",
-           "read_block", "pv_fingerprint", "vg_fingerprint"]
+           "read_block", "pv_fingerprint", "vg_fingerprint", "read_metadata_text"]
 
 LOG = logging.getLogger(__name__)
 
@@ -91,11 +91,15 @@ class MDAHeader:
 
 @dataclass(frozen=True, slots=True)
 class PVFingerprint:
-    """One PV's part of the fingerprint: path, device identity, each area's raw_locn[0]."""
+    """One PV's part of the fingerprint: path, device identity, each area's raw_locn[0]
+    (offset, size, checksum); and, to read the text they point at, the PV's UUID (as
+    the label has it, no dashes) and each area's (start, size) on the device."""
 
     path: str
     device_id: int
     areas: tuple[tuple[int, int, int], ...]
+    pv_uuid: str = ""
+    mdas: tuple[tuple[int, int], ...] = ()
 
 
 #: the VG's fingerprint: one entry per PV, in the order the PVs were learned
@@ -227,7 +231,7 @@ def pv_fingerprint(path: str, mda_count: int, *,
     if len(label.metadata_areas) != mda_count:
         raise HeaderError(f"{path} lists {len(label.metadata_areas)} metadata areas, "
                           f"LVM said {mda_count}")
-    areas = []
+    areas, mdas = [], []
     for area_offset, _ in label.metadata_areas:
         if area_offset + MDA_HEADER_SIZE <= len(head):
             block = head[area_offset:area_offset + MDA_HEADER_SIZE]
@@ -247,7 +251,9 @@ def pv_fingerprint(path: str, mda_count: int, *,
             raise HeaderError(f"{path}: metadata area at {area_offset} has flags "
                               f"{locn.flags:#x} (ignored)")
         areas.append((locn.offset, locn.size, locn.checksum))
-    return PVFingerprint(path=path, device_id=identity, areas=tuple(areas))
+        mdas.append((header.start, header.size))
+    return PVFingerprint(path=path, device_id=identity, areas=tuple(areas),
+                         pv_uuid=label.pv_uuid, mdas=tuple(mdas))
 
 
 def vg_fingerprint(pvs: Sequence[tuple[str, int]], *,
@@ -264,3 +270,35 @@ def vg_fingerprint(pvs: Sequence[tuple[str, int]], *,
     if not any(pv.areas for pv in fingerprint):
         return None
     return fingerprint
+
+
+def read_metadata_text(pv: PVFingerprint, *, read: BlockReader = read_block) -> bytes:
+    """The VG metadata text that ``pv``'s first metadata area's raw_locn[0] points at,
+    as LVM reads it: ``size`` bytes from ``offset`` in the area, wrapping to just after
+    the area's header when they run past its end; checked against the raw_locn's
+    checksum and against every other area of ``pv`` (same size and checksum: the same
+    text). Without its trailing NUL. HeaderError or OSError on any doubt."""
+    if not pv.areas or len(pv.mdas) != len(pv.areas):
+        raise HeaderError(f"{pv.path}: no metadata area to read the text from")
+    offset, size, checksum = pv.areas[0]
+    if any((other[1], other[2]) != (size, checksum) for other in pv.areas[1:]):
+        raise HeaderError(f"{pv.path}: its metadata areas hold different texts")
+    start, area_size = pv.mdas[0]
+    if offset < MDA_HEADER_SIZE or offset >= area_size or not 0 < size <= (
+            area_size - MDA_HEADER_SIZE):
+        raise HeaderError(f"{pv.path}: text location {offset}+{size} is out of its "
+                          f"metadata area of {area_size} bytes")
+    wrap = max(0, offset + size - area_size)
+    parts = [(start + offset, size - wrap)]
+    if wrap:
+        parts.append((start + MDA_HEADER_SIZE, wrap))
+    text = b""
+    for part_offset, length in parts:
+        identity, data = read(pv.path, part_offset, length)
+        if identity != pv.device_id or len(data) != length:
+            raise HeaderError(f"{pv.path} changed device, or ended, under the text read")
+        text += data
+    if calc_crc(INITIAL_CRC, text) != checksum:
+        raise HeaderError(f"{pv.path}: metadata text checksum mismatch (a commit since "
+                          f"its header was read?)")
+    return text.rstrip(b"\0")

@@ -23,7 +23,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from lvm_driver import mda
+from lvm_driver import mda, vg_metadata
 from lvm_driver.executor import LVMError, LVMExecutor
 from lvm_driver.report import LogicalVolume, VGReport, load_rows
 
@@ -77,11 +77,15 @@ class PoolStatusError(LVMError):
 @dataclass(frozen=True, slots=True)
 class CacheStats:
     """Refreshes that reused the report, that read it anew after a metadata change (or
-    with nothing to reuse), and that read it anew for a doubt about the fingerprint."""
+    with nothing to reuse), and that read it anew for a doubt about the fingerprint;
+    of the misses, those read from the metadata text itself (``parsed``) and those
+    whose text was not understood, so ``lvs`` read them (``unparsed``)."""
 
     hits: int
     misses: int
     doubts: int
+    parsed: int = 0
+    unparsed: int = 0
 
 
 def parse_pvs_report(text: str, vg_name: str) -> list[tuple[str, int]]:
@@ -155,9 +159,14 @@ class ReportCache:
     """The last full report and the fingerprint read just before it; thread-safe."""
 
     sources: DeviceSources
+    #: on a miss, build the report from the VG's metadata text before asking ``lvs``
+    parse_metadata: bool = False
     _pvs: tuple[tuple[str, int], ...] = ()
     _entry: _Entry | None = None
-    _counts: dict[str, int] = field(default_factory=lambda: dict(hits=0, misses=0, doubts=0))
+    #: the next miss is read through lvs, not the text (the last report was refused)
+    _ask_lvm: bool = False
+    _counts: dict[str, int] = field(default_factory=lambda: dict(
+        hits=0, misses=0, doubts=0, parsed=0, unparsed=0))
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
     @property
@@ -184,6 +193,29 @@ class ReportCache:
                 return (entry.report, entry.pool_indexes), fingerprint
             self._counts["doubts" if known and fingerprint is None else "misses"] += 1
         return None, fingerprint
+
+    def parsed(self, fingerprint: mda.Fingerprint | None,
+               vg_name: str) -> tuple[VGReport, tuple[int, ...]] | None:
+        """With ``parse_metadata``, the report built from the metadata text the
+        fingerprint points at, kept for reuse, and its pools' indexes; None (counted
+        when tried) when off, without a fingerprint, right after ``forget``, or on
+        anything not understood."""
+        with self._lock:
+            ask_lvm, self._ask_lvm = self._ask_lvm, False
+        if ask_lvm or not self.parse_metadata or fingerprint is None:
+            return None
+        try:
+            report = vg_metadata.report_from_pvs(fingerprint, vg_name,
+                                                 read=self.sources.read_block)
+        except (vg_metadata.MetadataUnsupported, mda.HeaderError, OSError) as exc:
+            LOG.debug("metadata text of %s not used, reading it through lvs: %s",
+                      vg_name, exc)
+            with self._lock:
+                self._counts["unparsed"] += 1
+            return None
+        with self._lock:
+            self._counts["parsed"] += 1
+        return report, self.store(fingerprint, report)
 
     def same_pvs(self, row: dict[str, object] | None) -> bool:
         """Whether a full ``lvs`` row's PV and metadata-area counts (PV_CHECK_FIELDS) are
@@ -213,4 +245,11 @@ class ReportCache:
         """Reuse nothing until the next successful full report."""
         with self._lock:
             self._entry = None
+
+    def forget(self) -> None:
+        """Reuse nothing, and read the next report through ``lvs`` (LVM's own answer,
+        not the text again): the caller found the last one wrong."""
+        with self._lock:
+            self._entry = None
+            self._ask_lvm = True
 

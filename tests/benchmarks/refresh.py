@@ -123,14 +123,17 @@ def standin_pool_status(vg_name: str, pool_name: str) -> ThinPoolStatus:
 # this project
 
 def make_driver(*, vg_name: str, conf_dir: str, fill_pool_usage: bool,
-                read_session: bool = False) -> ThinLVMDriver:
+                read_session: bool = False, metadata_parse: bool = False) -> ThinLVMDriver:
     """A ThinLVMDriver on the benchmark VG, configured as an operator would;
-    ``read_session``: its reports through one lvm shell (``lvm_read_session``)."""
+    ``read_session``: its reports through one lvm shell (``lvm_read_session``);
+    ``metadata_parse``: after a change, read from the VG's metadata text
+    (``lvm_metadata_parse``)."""
     overrides = {"volume_group": vg_name, "lvm_thin_pool_name": "pool",
                  "lvm_create_thin_pool": False,
                  "lock_path": tempfile.mkdtemp(prefix="dk-bench-locks-"),
                  "lvm_conf_file": os.path.join(conf_dir, "lvm.conf"),
-                 "lvm_command_timeout": 600.0, "lvm_read_session": read_session}
+                 "lvm_command_timeout": 600.0, "lvm_read_session": read_session,
+                 "lvm_metadata_parse": metadata_parse}
     conf = load_backend_config(extra_opts=LVM_OPTS, overrides=overrides)
     executor = None
     if fill_pool_usage:
@@ -157,8 +160,9 @@ def driver_refresh(driver: ThinLVMDriver) -> dict[str, Any]:
 
 def driver_refresh_after_change(driver: ThinLVMDriver) -> dict[str, Any]:
     """A refresh right after a metadata change: the reused report forgotten (what a
-    changed header does), so the VG is read again (one ``lvs``)."""
-    driver.vg.forget_report()
+    changed header does), so the VG is read again: with ``lvm_metadata_parse`` from
+    its metadata text, else with one ``lvs``."""
+    driver.vg.forget_report(ask_lvm=not driver.vg.parses_metadata)
     return driver.get_volume_stats(refresh=True)
 
 

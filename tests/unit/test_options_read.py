@@ -197,6 +197,23 @@ def _session_max_commands(tmp_path):
         driver.executor.close()
 
 
+def _metadata_parse(tmp_path):
+    """After a change by another command, the report is read from the VG's metadata
+    text (no LVM process); off (the simulator's default), through lvs."""
+    assert not _driver(tmp_path / "default").vg.parses_metadata
+    assert _driver(tmp_path / "real", setup=False, lvm_backend="real").vg.parses_metadata
+    for enabled in (True, False):
+        driver = _driver(tmp_path / str(enabled), lvm_metadata_parse=enabled,
+                         lvm_read_session=False)
+        _pool(driver)
+        driver.executor.run(["lvcreate", "-L", "4m", "-n", "theirs", "dkvg"],
+                            readonly=False)
+        before = driver.executor.commands_run
+        assert driver.vg.report().find_lv("theirs") is not None
+        assert (driver.executor.commands_run == before) is enabled
+        assert (driver.vg.report_cache_stats.parsed > 0) is enabled
+
+
 def _backend(tmp_path):
     assert isinstance(_driver(tmp_path, setup=False).executor.runner, LVMSimulator)
     assert isinstance(_driver(tmp_path, setup=False, lvm_backend="real").executor.runner,
@@ -256,7 +273,7 @@ PROOFS = {
     "lvm_thin_pool_size_percent": _pool_size_percent, "lvm_offer_thick": _offer_thick,
     "lvm_conf_file": _conf_file, "lvm_root_helper": _root_helper,
     "lvm_command_timeout": _command_timeout, "lvm_backend": _backend,
-    "lvm_read_session": _read_session,
+    "lvm_read_session": _read_session, "lvm_metadata_parse": _metadata_parse,
     "lvm_read_session_max_commands": _session_max_commands,
     "lvm_simulator_state_file": _state_file, "lvm_simulator_vg_size_gb": _vg_size,
     "volume_clear": _volume_clear, "volume_clear_size": _volume_clear_size,

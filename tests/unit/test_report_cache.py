@@ -11,6 +11,7 @@ import sys
 import pytest
 
 from driver_kit import GiB, validate_stats
+from lvm_driver import mda
 from lvm_driver.executor import LVMError
 from lvm_driver.lvm import VolumeGroup
 from lvm_driver.report_cache import DeviceSources, PoolStatusError, sources_of
@@ -195,3 +196,25 @@ def test_the_simulator_supplies_its_sources_and_real_lvm_the_kernels(sim):
     kernel = sources_of(VolumeGroup("dkvg", executor=sim.executor()).executor.__class__(
         timeout_s=1.0))
     assert kernel == DeviceSources()
+
+
+def test_after_a_change_the_text_is_read_and_what_is_not_understood_goes_to_lvs(sim, tmp_path):
+    driver = make(tmp_path, lvm_metadata_parse=True)
+    driver.get_volume_stats(refresh=True)
+    state = str(tmp_path / "state.json")
+    operator(state, "lvcreate", "-T", "-V", "1g", "-n", "theirs", "dkvg/pool")
+    start = driver.executor.commands_run
+    assert driver.vg.report().find_lv("theirs") is not None
+    assert driver.executor.commands_run == start  # read from the text, no process
+    operator(state, "lvcreate", "-T", "-V", "1g", "-n", "second", "dkvg/pool")
+    pv = mda.vg_fingerprint([(f"{state}.pv-dkvg", 1)])[0]
+    with open(pv.path, "r+b") as image:  # the text no longer matches its checksum
+        image.seek(pv.mdas[0][0] + pv.areas[0][0] + 10)
+        image.write(b"garbage")
+    report = driver.vg.report()
+    assert report.find_lv("second") is not None
+    assert driver.executor.commands_run > start  # through lvs
+    stats = driver.vg.report_cache_stats
+    assert (stats.parsed, stats.unparsed) == (1, 1)
+    fresh = VolumeGroup("dkvg", executor=sim.executor()).report()
+    assert report == fresh

@@ -1,0 +1,334 @@
+"""The VG report built from the VG's own metadata text, read from its PVs: no LVM process.
+
+What ``lvs --readonly`` prints of ``REPORT_FIELDS`` (``report.VGReport``), computed
+from the committed metadata text a metadata area's ``raw_locn[0]`` points at
+(``mda.read_metadata_text``, checksum checked), parsed with ``config_text``, the
+way lvm2 reports it (lib/metadata/lv.c ``lv_attr_dup``, lib/report/report.c): the
+visible LVs sorted by name, sizes from extents, ``lv_attr`` with state and open
+unknown (``X``) as under ``--readonly``, tags sorted, no percentages. Only what
+is fully understood is reported: linear/striped LVs, thin pools, thin volumes
+and thin snapshots, COW snapshots and their origins, the pool's hidden data and
+metadata LVs and the metadata spare. Anything else (another segment type, a
+status flag or key not known here, a shared or exported VG, a missing PV, a
+merge under way, other PVs than those read) raises ``MetadataUnsupported``:
+the caller reads the VG through ``lvs`` instead.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection
+from typing import Any, Final
+
+from lvm_driver import mda
+from lvm_driver.config_text import ConfigTextError, parse_config
+from lvm_driver.report import LogicalVolume, LVAttr, VGReport, gc_paused
+
+__all__ = ["MetadataUnsupported", "report_from_text", "report_from_pvs"]
+
+SECTOR: Final = 512
+
+_VG_KEYS: Final = frozenset({"id", "seqno", "format", "status", "flags", "extent_size",
+                             "max_lv", "max_pv", "metadata_copies", "physical_volumes",
+                             "logical_volumes", "tags", "allocation_policy"})
+_VG_STATUS: Final = frozenset({"RESIZEABLE", "READ", "WRITE"})
+_VG_FLAGS: Final = frozenset({"NOAUTOACTIVATE"})
+_PV_KEYS: Final = frozenset({"id", "device", "device_id", "device_id_type", "status",
+                             "flags", "dev_size", "pe_start", "pe_count", "tags",
+                             "ba_start", "ba_size"})
+_LV_KEYS: Final = frozenset({"id", "status", "flags", "tags", "creation_time",
+                             "creation_host", "allocation_policy", "read_ahead", "major",
+                             "minor", "segment_count"})
+_LV_STATUS: Final = frozenset({"READ", "WRITE", "VISIBLE", "FIXED_MINOR"})
+_LV_FLAGS: Final = frozenset({"ACTIVATION_SKIP", "NOAUTOACTIVATE", "ERROR_WHEN_FULL"})
+_SEGMENT_COMMON: Final = frozenset({"start_extent", "extent_count", "type"})
+#: each segment type understood, and the keys it may have
+_SEGMENT_KEYS: Final = {kind: _SEGMENT_COMMON | keys for kind, keys in {
+    "striped": frozenset({"stripe_count", "stripe_size", "stripes"}),
+    "thin-pool": frozenset({"metadata", "pool", "transaction_id", "chunk_size", "discards",
+                            "zero_new_blocks", "crop_metadata", "metadata_format"}),
+    "thin": frozenset({"thin_pool", "transaction_id", "device_id", "origin"}),
+    "snapshot": frozenset({"chunk_size", "origin", "cow_store"}),
+}.items()}
+_ONE_SEGMENT: Final = {"segment1"}
+_ALLOC_CHARS: Final = {"inherit": "i", "normal": "n", "contiguous": "c", "cling": "l",
+                       "cling_by_tags": "t", "anywhere": "a"}
+
+
+class MetadataUnsupported(ValueError):
+    """The metadata text holds something this module does not fully understand."""
+
+
+def _need(condition: object, message: str) -> None:
+    if not condition:
+        raise MetadataUnsupported(message)
+
+
+def _section(parent: dict[str, Any], key: str, where: str) -> dict[str, Any]:
+    value = parent.get(key, {})
+    _need(isinstance(value, dict), f"{where}: {key} is not a section")
+    return value
+
+
+def _strings(parent: dict[str, Any], key: str, where: str) -> tuple[str, ...]:
+    value = parent.get(key, ())
+    _need(isinstance(value, tuple) and all(isinstance(item, str) for item in value),
+          f"{where}: {key} is not a list of strings")
+    return value
+
+
+def _int(parent: dict[str, Any], key: str, where: str) -> int:
+    value = parent.get(key)
+    _need(type(value) is int and value >= 0, f"{where}: {key} is not a count")
+    return value
+
+
+def _known(section: dict[str, Any], allowed: Collection[str], where: str) -> None:
+    unknown = [key for key in section if key not in allowed]
+    _need(not unknown, f"{where}: unknown setting(s) {', '.join(unknown[:3])}")
+
+
+class _LV:
+    """One LV section, checked: its flags, segments and extent count."""
+
+    __slots__ = ("name", "status", "flags", "tags", "alloc", "segments", "extents", "kind")
+
+    def __init__(self, name: str, section: object, memo: dict[object, Any]) -> None:
+        # messages are formatted only on the way out: 10,000 LVs are checked per read
+        if type(section) is not dict:
+            raise MetadataUnsupported(f"LV {name} is not a section")
+        self.name = name
+        self.status = _flag_set(section.get("status", ()), _LV_STATUS, memo, name)
+        self.flags = _flag_set(section.get("flags", ()), _LV_FLAGS, memo, name)
+        tags = section.get("tags", ())
+        found = memo.get(tags) if type(tags) is tuple else None
+        if found is None:
+            found = memo[tags] = tuple(sorted(_strings(section, "tags", f"LV {name}")))
+        self.tags = found
+        self.alloc = _ALLOC_CHARS.get(section.get("allocation_policy", "inherit"))
+        count = section.get("segment_count")
+        if self.alloc is None or type(count) is not int or count < 1:
+            raise MetadataUnsupported(f"LV {name}: allocation policy or segment count")
+        others = section.keys() - _LV_KEYS
+        if count == 1:
+            segments = [section.get("segment1")]
+            known = others == _ONE_SEGMENT
+        else:
+            names = {f"segment{index}" for index in range(1, count + 1)}
+            segments = [section.get(key) for key in sorted(names, key=lambda k: int(k[7:]))]
+            known = others == names
+        if not known:
+            raise MetadataUnsupported(f"LV {name}: unknown setting(s) {sorted(others)[:3]}")
+        self.segments: list[dict[str, Any]] = segments  # type: ignore[assignment]
+        self.extents = 0
+        for segment in segments:
+            if type(segment) is not dict:
+                raise MetadataUnsupported(f"LV {name}: a segment is not a section")
+            kind = segment.get("type")
+            keys = _SEGMENT_KEYS.get(kind)  # type: ignore[arg-type]
+            if keys is None or not (segment.keys() <= keys or _messages_only(segment, kind)):
+                raise MetadataUnsupported(f"LV {name}: segment type {kind!r} or a setting "
+                                          f"of it not known")
+            start, length = segment.get("start_extent"), segment.get("extent_count")
+            if start != self.extents or type(length) is not int or length < 0 or (
+                    count > 1 and kind != "striped"):
+                raise MetadataUnsupported(f"LV {name}: segments not contiguous, or "
+                                          f"several not all striped")
+            self.extents += length
+        self.kind = segments[0]["type"]  # type: ignore[index]
+
+    def attr(self, volume_type: str, target: str, zero: bool,
+             memo: dict[object, Any]) -> LVAttr:
+        """Its ``lv_attr`` as ``lvs --readonly`` prints it."""
+        permissions = "w" if "WRITE" in self.status else "r" if "READ" in self.status \
+            else "-"
+        raw = (f"{volume_type}{permissions}{self.alloc}"
+               f"{'m' if 'FIXED_MINOR' in self.status else '-'}XX{target}"
+               f"{'z' if zero else '-'}-{'k' if 'ACTIVATION_SKIP' in self.flags else '-'}")
+        attr = memo.get(raw)
+        if attr is None:
+            attr = memo[raw] = LVAttr.parse(raw)
+        return attr
+
+
+def _messages_only(segment: dict[str, Any], kind: object) -> bool:
+    """Whether a thin pool's settings beyond the known ones are only the messages
+    queued for it while inactive (which change nothing ``lvs`` prints)."""
+    return kind == "thin-pool" and all(
+        key in _SEGMENT_KEYS["thin-pool"] or (key.startswith("message") and type(value) is dict)
+        for key, value in segment.items())
+
+
+def _flag_set(value: object, allowed: frozenset[str], memo: dict[object, Any],
+              name: str) -> frozenset[str]:
+    """A list of flags as a set, each one known (memoised: LVs repeat the same lists)."""
+    key = ("flags", value)
+    found = memo.get(key) if type(value) is tuple else None
+    if found is None:
+        _need(type(value) is tuple and all(type(item) is str for item in value),
+              f"LV {name}: flags {value!r} are not a list of strings")
+        found = memo[key] = frozenset(value)  # type: ignore[arg-type]
+        _need(found <= allowed, f"LV {name}: unknown flag(s) {sorted(found - allowed)}")
+    return found
+
+
+def _allocated(lv: _LV, pv_names: Collection[str]) -> int:
+    """The PV extents a striped LV takes (its whole extent count)."""
+    for segment in lv.segments:
+        stripes = segment.get("stripes", ())
+        count = _int(segment, "stripe_count", f"LV {lv.name}")
+        _need(isinstance(stripes, tuple) and count >= 1 and len(stripes) == 2 * count
+              and all(stripes[i] in pv_names for i in range(0, len(stripes), 2))
+              and segment["extent_count"] % count == 0,
+              f"LV {lv.name}: stripes {stripes!r} are not on the VG's PVs")
+    return lv.extents
+
+
+def _vg_section(tree: dict[str, Any], vg_name: str) -> dict[str, Any]:
+    sections = [key for key, value in tree.items() if isinstance(value, dict)]
+    _need(sections == [vg_name], f"the text holds VG(s) {sections}, not {vg_name!r}")
+    vg = tree[vg_name]
+    _known(vg, _VG_KEYS, f"VG {vg_name}")
+    _need(vg.get("format", "lvm2") == "lvm2", "VG format is not lvm2")
+    _need(set(_strings(vg, "status", "VG")) <= _VG_STATUS
+          and set(_strings(vg, "flags", "VG")) <= _VG_FLAGS,
+          f"VG status/flags {vg.get('status')} {vg.get('flags')}")
+    _need({"READ", "WRITE"} <= set(vg.get("status", ())), "VG is not read-write")
+    return vg
+
+
+def _pvs(vg: dict[str, Any], pv_uuids: Collection[str]) -> tuple[set[str], int]:
+    """The VG's PV section names and total extents; every PV allocatable, present and
+    among ``pv_uuids`` (those read, no dashes), all of them listed."""
+    pvs = _section(vg, "physical_volumes", "VG")
+    ids = set()
+    total = 0
+    for name, pv in pvs.items():
+        where = f"PV {name}"
+        _need(isinstance(pv, dict), f"{where} is not a section")
+        _known(pv, _PV_KEYS, where)
+        _need(_strings(pv, "status", where) == ("ALLOCATABLE",)
+              and not _strings(pv, "flags", where), f"{where}: status/flags")
+        uuid = pv.get("id")
+        _need(isinstance(uuid, str), f"{where}: no id")
+        ids.add(uuid.replace("-", ""))
+        total += _int(pv, "pe_count", where)
+    _need(ids == set(pv_uuids) and len(ids) == len(pvs),
+          "the VG's PVs are not those whose headers were read")
+    return set(pvs), total
+
+
+def report_from_text(text: str, vg_name: str, pv_uuids: Collection[str]) -> VGReport:
+    """The report of VG ``vg_name`` from its metadata text; ``pv_uuids``: the PVs (label
+    UUIDs) the text was read from, which must be all of the VG's."""
+    with gc_paused():
+        try:
+            tree = parse_config(text)
+        except ConfigTextError as exc:
+            raise MetadataUnsupported(str(exc)) from None
+        return _report(tree, vg_name, pv_uuids)
+
+
+def _report(tree: dict[str, Any], vg_name: str, pv_uuids: Collection[str]) -> VGReport:
+    vg = _vg_section(tree, vg_name)
+    extent = _int(vg, "extent_size", "VG") * SECTOR
+    _need(extent > 0, "VG extent size is 0")
+    pv_names, total = _pvs(vg, pv_uuids)
+    memo: dict[object, Any] = {}
+    lvs = {name: _LV(name, section, memo)
+           for name, section in _section(vg, "logical_volumes", "VG").items()}
+    roles, cow_origin, origins = _roles(lvs)
+    allocated = 0
+    rows = []
+    for lv in lvs.values():
+        if lv.kind == "striped":
+            allocated += _allocated(lv, pv_names)
+        name = lv.name
+        visible = "VISIBLE" in lv.status or name in cow_origin
+        internal = name in roles or (not visible and name.endswith("_pmspare")
+                                     and lv.kind == "striped")
+        # a snapshot's own LV is never listed, VISIBLE or not (LVM writes it so)
+        if internal and "VISIBLE" in lv.status and lv.kind != "snapshot" or not (
+                internal or visible) or (
+                name in origins and (name in roles or name in cow_origin)):
+            raise MetadataUnsupported(f"LV {name}: hidden of no known use, internal but "
+                                      f"visible, or both part and origin")
+        if not internal:
+            rows.append(_row(lv, lvs, cow_origin, origins, extent, memo))
+    free = total - allocated
+    _need(free >= 0, "the LVs take more extents than the PVs have")
+    rows.sort(key=lambda lv: lv.name)
+    return VGReport(vg_name=vg_name, vg_size_bytes=total * extent,
+                    vg_free_bytes=free * extent, extent_size_bytes=extent, lvs=tuple(rows))
+
+
+def _roles(lvs: dict[str, _LV]) -> tuple[dict[str, str], dict[str, str], set[str]]:
+    """The hidden LVs' roles (LV -> the LV it is part of), each COW store's origin, and
+    the origins of COW snapshots; every reference checked."""
+    roles: dict[str, str] = {}
+    cow_origin: dict[str, str] = {}
+    origins: set[str] = set()
+    for lv in lvs.values():
+        kind, segment = lv.kind, lv.segments[0]
+        if kind == "thin":
+            pool, origin = lvs.get(segment.get("thin_pool")), segment.get("origin")
+            if pool is None or pool.kind != "thin-pool" or origin is not None and (
+                    type(origin) is not str or origin not in lvs
+                    or lvs[origin].kind != "thin"):
+                raise MetadataUnsupported(f"LV {lv.name}: its pool or origin")
+        elif kind == "thin-pool":
+            for key in ("pool", "metadata"):
+                part = lvs.get(segment.get(key))
+                if part is None or part.kind != "striped" or part.name in roles:
+                    raise MetadataUnsupported(f"LV {lv.name}: its {key} LV")
+                roles[part.name] = lv.name
+            if segment.get("zero_new_blocks", 0) not in (0, 1):  # absent: not zeroed
+                raise MetadataUnsupported(f"LV {lv.name}: zero_new_blocks")
+        elif kind == "snapshot":
+            origin, cow = lvs.get(segment.get("origin")), lvs.get(segment.get("cow_store"))
+            if origin is None or cow is None or cow.kind != "striped" or (
+                    cow.name in cow_origin or origin.name in cow_origin
+                    or "VISIBLE" not in origin.status):
+                raise MetadataUnsupported(f"LV {lv.name}: its origin or COW store")
+            roles[lv.name] = cow_origin[cow.name] = origin.name
+            origins.add(origin.name)
+    return roles, cow_origin, origins
+
+
+def _row(lv: _LV, lvs: dict[str, _LV], cow_origin: dict[str, str], origins: set[str],
+         extent: int, memo: dict[object, Any]) -> LogicalVolume:
+    segment = lv.segments[0]
+    pool = origin = None
+    zero = False
+    if lv.kind == "thin-pool":
+        attr = lv.attr("t", "t", segment.get("zero_new_blocks", 0) == 1, memo)
+    elif lv.kind == "thin":
+        pool, origin = segment["thin_pool"], segment.get("origin")
+        zero = lvs[pool].segments[0].get("zero_new_blocks", 0) == 1
+        attr = lv.attr("o" if lv.name in origins else "V", "t", zero, memo)
+    elif lv.name in cow_origin:
+        origin = cow_origin[lv.name]
+        attr = lv.attr("s", "s", False, memo)
+    else:
+        attr = lv.attr("o" if lv.name in origins else "-",
+                       "s" if lv.name in origins else "-", False, memo)
+    return LogicalVolume(lv.name, lv.extents * extent, attr, pool, origin, None, None,
+                         lv.tags)
+
+
+def report_from_pvs(fingerprint: mda.Fingerprint, vg_name: str, *,
+                    read: mda.BlockReader = mda.read_block) -> VGReport:
+    """The report from the text the fingerprint's metadata areas point at: read once
+    (every area of every PV must point at a text of the same size and checksum), the
+    fingerprint's PVs being all of the VG's. MetadataUnsupported, HeaderError or
+    OSError on any doubt."""
+    with_text = [pv for pv in fingerprint if pv.areas]
+    _need(with_text, "no PV has a metadata area")
+    first = with_text[0].areas[0][1:]
+    _need(all(area[1:] == first for pv in with_text for area in pv.areas),
+          "the metadata areas hold different texts")
+    raw = mda.read_metadata_text(with_text[0], read=read)
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError:
+        raise MetadataUnsupported("the metadata text is not UTF-8") from None
+    return report_from_text(text, vg_name, [pv.pv_uuid for pv in fingerprint])
