@@ -26,7 +26,8 @@ def _gone(pid: int) -> bool:
 
 def test_reads_go_through_one_shell_that_survives_a_kill_and_a_hang(lab):
     stats_timeout = 20 if lab.kind == "real" else 5
-    driver = lab.driver(lvm_read_session=True, stats_timeout=stats_timeout)
+    driver = lab.driver(lvm_read_session=True, stats_timeout=stats_timeout,
+                        lvm_metadata_parse=True)  # real LVM's default, here on both
     executor = driver.executor
     try:
         assert driver.get_volume_stats(refresh=True)["pools"][0]["backend_state"] == "up"
@@ -50,24 +51,28 @@ def test_reads_go_through_one_shell_that_survives_a_kill_and_a_hang(lab):
         assert executor.commands_run - started == len(new) >= 1
         assert not any(_is_report(argv) for argv in new)
 
-        # the shell killed while idle: the next refresh starts another one
+        # the shell killed while idle: a report after it starts another one
         os.kill(pid, signal.SIGKILL)
         deadline = time.monotonic() + 30
         while not _gone(pid) and time.monotonic() < deadline:
             time.sleep(0.05)
-        driver.vg.forget_report()
+        driver.vg.forget_report()  # the read that meets the dead shell is a process
+        pool = driver.get_volume_stats(refresh=True)["pools"][0]
+        assert pool["backend_state"] == "up" and pool["provisioned_capacity_gb"] >= 1
+        driver.vg.forget_report()  # and the next report goes through a new shell
         pool = driver.get_volume_stats(refresh=True)["pools"][0]
         assert pool["backend_state"] == "up" and pool["provisioned_capacity_gb"] >= 1
         stopped = executor.session.shell.pid
         assert stopped not in (None, pid)
 
         # a hung command (the shell stopped by SIGSTOP): the refresh times out, the
-        # shell is killed, and the next refresh works in a new one
+        # shell is killed, and the next report works in a new one
         os.kill(stopped, signal.SIGSTOP)
         driver.vg.forget_report()
         pool = driver.get_volume_stats(refresh=True)["pools"][0]
         assert pool["backend_state"] == "down"
         assert f"{stats_timeout}" in pool["down_reason"]
+        driver.vg.forget_report()  # through lvs, not the metadata text: the shell's turn
         pool = driver.get_volume_stats(refresh=True)["pools"][0]
         assert pool["backend_state"] == "up" and pool["provisioned_capacity_gb"] >= 1
         assert executor.session.shell.pid not in (None, stopped) and _gone(stopped)
