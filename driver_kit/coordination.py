@@ -46,17 +46,39 @@ def coordinator_for(url: str) -> object:
         return coordinator
 
 
-def stop_coordinators(url: str | None = None) -> None:
-    """Stop this process's coordinator of ``url`` (all when None): heartbeats end and
-    the service is told, so nothing keeps beating at a service that is going away."""
+#: seconds to wait for one coordinator to stop before leaving it behind
+STOP_TIMEOUT_S = 10.0
+
+
+def stop_coordinators(url: str | None = None, *, timeout_s: float = STOP_TIMEOUT_S) -> list[str]:
+    """Stop this process's coordinator of ``url`` (all when None), each within ``timeout_s``.
+
+    tooz's stop waits for its heartbeat thread, and that thread retries a failed
+    heartbeat without end, so against a service that is gone a plain stop never
+    returns. Each stop runs in a daemon thread instead; one still running at its
+    deadline is logged and left behind. Returns the URLs left behind.
+    """
     with _COORDINATORS_LOCK:
         urls = [url] if url is not None else list(_COORDINATORS)
-        stopping = [_COORDINATORS.pop(u) for u in urls if u in _COORDINATORS]
-    for coordinator in stopping:
-        try:
-            coordinator.stop()  # type: ignore[attr-defined]
-        except Exception as exc:  # noqa: BLE001 - a service already gone stops nothing
-            LOG.debug("coordinator stop: %s", exc)
+        stopping = [(u, _COORDINATORS.pop(u)) for u in urls if u in _COORDINATORS]
+    left_behind = []
+    for where, coordinator in stopping:
+        stopper = threading.Thread(target=_stop_quietly, args=(coordinator,), daemon=True,
+                                   name=f"stop-coordinator {where}")
+        stopper.start()
+        stopper.join(timeout_s)
+        if stopper.is_alive():
+            LOG.warning("coordinator of %s did not stop within %g s (its heartbeat is "
+                        "retrying a service that does not answer); left behind", where, timeout_s)
+            left_behind.append(where)
+    return left_behind
+
+
+def _stop_quietly(coordinator: Any) -> None:
+    try:
+        coordinator.stop()
+    except Exception as exc:  # noqa: BLE001 - a service already gone stops nothing
+        LOG.debug("coordinator stop: %s", exc)
 
 
 def forget_coordinators() -> None:

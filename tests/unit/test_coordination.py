@@ -13,6 +13,7 @@ import multiprocessing
 import os
 import shutil
 import signal
+import threading
 import time
 from urllib.parse import urlsplit
 
@@ -41,7 +42,7 @@ def etcd(tmp_path):
     with run_etcd(str(tmp_path / "etcd-data")) as (client, proc):
         url = "etcd3+" + client + "/?timeout=3"
         yield url, proc
-        stop_coordinators(url)  # no heartbeat left beating at a stopped etcd
+        stop_coordinators(url, timeout_s=3)  # no heartbeat left beating at a stopped etcd
 
 
 class SlowFileDriver(FileDriver):
@@ -142,6 +143,24 @@ def test_etcd_stopped_refuses_creates_naming_the_url_and_stats_work(etcd, tmp_pa
         driver.create_volume("during", 1)
     assert "during" not in (tmp_path / "vols").read_text()
     assert driver.get_volume_stats(refresh=True)["pools"]
+
+
+def test_stopping_a_coordinator_whose_etcd_is_gone_returns_within_its_bound(etcd, tmp_path):
+    url, proc = etcd
+    (tmp_path / "vols").write_text("base 1\n")
+    _driver(tmp_path, 0, url, create_delay_s=0).create_volume("v", 1)  # starts the coordinator
+    proc.kill()
+    proc.wait()
+    time.sleep(3.5)  # two heartbeat periods: the heartbeat has failed and retries for ever
+    outcome = []
+    stopper = threading.Thread(target=lambda: outcome.append(stop_coordinators(url, timeout_s=2)),
+                               daemon=True)
+    started = time.monotonic()
+    stopper.start()
+    stopper.join(30)
+    assert not stopper.is_alive(), "stop_coordinators did not return (tooz's stop waits for ever)"
+    assert outcome == [[url]]  # left behind, and said so
+    assert time.monotonic() - started < 10
 
 
 class HookedDriver(SlowFileDriver):
