@@ -31,6 +31,8 @@ setup(
             "oslo.rootwrap>=7.0,<8",
             # mutation testing of the compliance harness (tests/mutation)
             "cosmic-ray>=8.7,<9",
+            # a hung test fails with its stack instead of holding the run until CI's limit
+            "pytest-timeout>=2.1,<3",
         ],
         # pyparsing 3.3.3 breaks Cinder's filter and goodness functions (its
         # infix_notation regression, pyparsing#672); OpenStack pins 3.3.2

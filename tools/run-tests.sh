@@ -46,6 +46,16 @@ mkdir -p test-results
 # waiting on its emulated devices. Its output goes to test-results/realvm.log,
 # shown when it ends.
 vm_pid=""
+# a run stopped from outside (CI's limit, ^C) takes the VM down with it: the
+# lane's run_in_vm.sh, and its timeout, which passes the signal to vng and qemu
+stop_vm_lane() {
+    if [ -n "$vm_pid" ] && kill -0 "$vm_pid" 2>/dev/null; then
+        pkill -TERM -P "$vm_pid" 2>/dev/null || true
+        kill -TERM "$vm_pid" 2>/dev/null || true
+    fi
+}
+trap stop_vm_lane EXIT
+trap 'stop_vm_lane; exit 143' TERM INT
 if [ "${DK_SKIP_REAL_LVM:-0}" = 1 ] && [ "${CI:-}" != true ]; then
     echo "run-tests: REAL-LVM LANE NOT RUN: DK_SKIP_REAL_LVM=1" >&2
 elif [ "$(id -u)" != 0 ]; then
@@ -66,7 +76,7 @@ else
 fi
 
 status=0
-.venv/bin/python -m pytest tests -m "not realvm" -p no:cacheprovider \
+.venv/bin/python -m pytest tests -m "not realvm" -p no:cacheprovider --timeout=600 \
     --junitxml=test-results/host.xml || status=$?
 
 vm_status=0
