@@ -122,7 +122,8 @@ def _cache_stats(driver: Any) -> Any:
         return None
     if isinstance(stats, dict):
         return dict(stats)
-    fields = {k: getattr(stats, k) for k in ("hits", "misses") if hasattr(stats, k)}
+    fields = {k: getattr(stats, k) for k in ("hits", "misses", "doubts", "parsed", "unparsed")
+              if hasattr(stats, k)}
     return fields or repr(stats)
 
 
@@ -150,7 +151,7 @@ def measure(vg: RealVG, runs: int) -> dict[str, Any]:
     env = vg.env()
     R.COUNTER.install()
     driver = R.make_driver(vg_name=VG_NAME, conf_dir=str(vg.conf_dir), fill_pool_usage=False,
-                           read_session=True)  # as on a real host by default
+                           read_session=True, metadata_parse=True)  # a real host's defaults
     driver.do_setup()
     driver.check_for_setup_error()
     brick = R.make_brick(vg_name=VG_NAME, lvm_conf=vg.lvm_conf)
