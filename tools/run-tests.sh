@@ -54,8 +54,17 @@ stop_vm_lane() {
         kill -TERM "$vm_pid" 2>/dev/null || true
     fi
 }
+# ...and shows how far the VM had got, which would otherwise be lost with it
+stopped_from_outside() {
+    if [ -n "$vm_pid" ] && [ -f test-results/realvm.log ]; then
+        echo "===== real-LVM lane, stopped (test-results/realvm.log) =====" >&2
+        tail -n 200 test-results/realvm.log >&2
+    fi
+    stop_vm_lane
+    exit 143
+}
 trap stop_vm_lane EXIT
-trap 'stop_vm_lane; exit 143' TERM INT
+trap stopped_from_outside TERM INT
 if [ "${DK_SKIP_REAL_LVM:-0}" = 1 ] && [ "${CI:-}" != true ]; then
     echo "run-tests: REAL-LVM LANE NOT RUN: DK_SKIP_REAL_LVM=1" >&2
 elif [ "$(id -u)" != 0 ]; then

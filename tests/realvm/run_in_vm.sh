@@ -111,9 +111,20 @@ cat "$scratch/stderr" >&2 &
 cat_err=$!
 
 start=$(date +%s)
-# timeout signals the whole process group (vng and its qemu child).
-timeout --kill-after=20 "$timeout_s" "${cmd[@]}" < /dev/null > "$scratch/stdout" 2> "$scratch/stderr"
-vng_rc=$?
+# timeout signals the whole process group (vng and its qemu child). It runs in
+# a process group of its own, so a signal to ours (a run stopped from outside)
+# would not reach it: this script passes TERM, INT and HUP on, and waits for it.
+timeout --kill-after=20 "$timeout_s" "${cmd[@]}" < /dev/null > "$scratch/stdout" 2> "$scratch/stderr" &
+timeout_pid=$!
+stopped=""
+trap 'stopped=1; kill -TERM "$timeout_pid" 2>/dev/null' TERM INT HUP
+vng_rc=0
+wait "$timeout_pid" || vng_rc=$?
+while kill -0 "$timeout_pid" 2>/dev/null; do  # a trapped signal ended the wait early
+    vng_rc=0
+    wait "$timeout_pid" || vng_rc=$?
+done
+trap - TERM INT HUP
 wait "$cat_out" "$cat_err"
 elapsed=$(( $(date +%s) - start ))
 
@@ -128,6 +139,7 @@ fi
 if [ -f "$scratch/setup_error" ]; then
     die "guest setup failed: $(cat "$scratch/setup_error")" 3
 fi
+[ -z "$stopped" ] || die "stopped by a signal; the VM was shut down (after ${elapsed}s)" 143
 if [ "$vng_rc" = 124 ] || [ "$vng_rc" = 137 ]; then
     die "VM run exceeded DK_REALVM_TIMEOUT=${timeout_s}s and was killed (after ${elapsed}s)" 124
 fi
