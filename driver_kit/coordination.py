@@ -11,11 +11,13 @@ CoordinationError naming the URL: the request is refused, nothing is created.
 from __future__ import annotations
 
 import logging
+import math
 import threading
 import uuid
 from typing import Any
 
 from driver_kit.exceptions import CoordinationError
+from driver_kit.stats import is_number
 
 __all__ = ["CoordinatedLock", "coordinator_for", "stop_coordinators"]
 
@@ -58,6 +60,8 @@ def stop_coordinators(url: str | None = None, *, timeout_s: float = STOP_TIMEOUT
     returns. Each stop runs in a daemon thread instead; one still running at its
     deadline is logged and left behind. Returns the URLs left behind.
     """
+    if not (is_number(timeout_s) and math.isfinite(timeout_s) and timeout_s > 0):
+        raise ValueError(f"timeout_s must be a positive number of seconds, got {timeout_s!r}")
     with _COORDINATORS_LOCK:
         urls = [url] if url is not None else list(_COORDINATORS)
         stopping = [(u, _COORDINATORS.pop(u)) for u in urls if u in _COORDINATORS]

@@ -46,13 +46,10 @@ mkdir -p test-results
 # waiting on its emulated devices. Its output goes to test-results/realvm.log,
 # shown when it ends.
 vm_pid=""
-# a run stopped from outside (CI's limit, ^C) takes the VM down with it: the
-# lane's run_in_vm.sh, and its timeout, which passes the signal to vng and qemu
+# a run stopped from outside (CI's limit, ^C) takes the VM down with it:
+# run_in_vm.sh passes the signal on to vng and qemu
 stop_vm_lane() {
-    if [ -n "$vm_pid" ] && kill -0 "$vm_pid" 2>/dev/null; then
-        pkill -TERM -P "$vm_pid" 2>/dev/null || true
-        kill -TERM "$vm_pid" 2>/dev/null || true
-    fi
+    if [ -n "$vm_pid" ]; then kill -TERM "$vm_pid" 2>/dev/null || true; fi
 }
 # ...and shows how far the VM had got, which would otherwise be lost with it
 stopped_from_outside() {

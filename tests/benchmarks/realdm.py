@@ -16,6 +16,7 @@ status by ioctl alone. Prints one Markdown report. Nothing asserts a time.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import gc
 import os
 import statistics
@@ -122,9 +123,7 @@ def _cache_stats(driver: Any) -> Any:
         return None
     if isinstance(stats, dict):
         return dict(stats)
-    fields = {k: getattr(stats, k) for k in ("hits", "misses", "doubts", "parsed", "unparsed")
-              if hasattr(stats, k)}
-    return fields or repr(stats)
+    return dataclasses.asdict(stats) if dataclasses.is_dataclass(stats) else repr(stats)
 
 
 def _shell_commands(executor: Any) -> int | None:

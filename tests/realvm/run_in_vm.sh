@@ -118,11 +118,10 @@ timeout --kill-after=20 "$timeout_s" "${cmd[@]}" < /dev/null > "$scratch/stdout"
 timeout_pid=$!
 stopped=""
 trap 'stopped=1; kill -TERM "$timeout_pid" 2>/dev/null' TERM INT HUP
-vng_rc=0
-wait "$timeout_pid" || vng_rc=$?
-while kill -0 "$timeout_pid" 2>/dev/null; do  # a trapped signal ended the wait early
+while :; do
     vng_rc=0
     wait "$timeout_pid" || vng_rc=$?
+    kill -0 "$timeout_pid" 2>/dev/null || break  # else a trapped signal ended the wait early
 done
 trap - TERM INT HUP
 wait "$cat_out" "$cat_err"

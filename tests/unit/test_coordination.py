@@ -9,6 +9,7 @@ etcd stopped, by a hook run right after the read) refuses the request: nothing
 is created or grown.
 """
 
+import logging
 import multiprocessing
 import os
 import shutil
@@ -145,13 +146,24 @@ def test_etcd_stopped_refuses_creates_naming_the_url_and_stats_work(etcd, tmp_pa
     assert driver.get_volume_stats(refresh=True)["pools"]
 
 
-def test_stopping_a_coordinator_whose_etcd_is_gone_returns_within_its_bound(etcd, tmp_path):
+def _wait_for_a_failed_heartbeat(caplog, within_s=60.0):
+    """Until tooz logs its first heartbeat retry (it then retries for ever)."""
+    deadline = time.monotonic() + within_s
+    while not any("heartbeat" in r.getMessage() and r.name.startswith("tooz")
+                  for r in caplog.records):
+        assert time.monotonic() < deadline, "no failed heartbeat logged"
+        time.sleep(0.1)
+
+
+def test_stopping_a_coordinator_whose_etcd_is_gone_returns_within_its_bound(
+        etcd, tmp_path, caplog):
     url, proc = etcd
     (tmp_path / "vols").write_text("base 1\n")
     _driver(tmp_path, 0, url, create_delay_s=0).create_volume("v", 1)  # starts the coordinator
+    caplog.set_level(logging.WARNING, logger="tooz")
     proc.kill()
     proc.wait()
-    time.sleep(3.5)  # two heartbeat periods: the heartbeat has failed and retries for ever
+    _wait_for_a_failed_heartbeat(caplog)
     outcome = []
     stopper = threading.Thread(target=lambda: outcome.append(stop_coordinators(url, timeout_s=2)),
                                daemon=True)
@@ -161,6 +173,18 @@ def test_stopping_a_coordinator_whose_etcd_is_gone_returns_within_its_bound(etcd
     assert not stopper.is_alive(), "stop_coordinators did not return (tooz's stop waits for ever)"
     assert outcome == [[url]]  # left behind, and said so
     assert time.monotonic() - started < 10
+
+
+@pytest.mark.parametrize("timeout_s", [0, -1, float("nan"), float("inf"), "3", True])
+def test_stop_coordinators_refuses_a_bad_timeout_and_stops_nothing(timeout_s, monkeypatch):
+    from driver_kit import coordination
+
+    stopped = []
+    fake = type("Coordinator", (), {"stop": lambda self: stopped.append(self)})()
+    monkeypatch.setitem(coordination._COORDINATORS, "etcd3+http://x", fake)
+    with pytest.raises(ValueError, match="timeout_s"):
+        stop_coordinators(timeout_s=timeout_s)
+    assert stopped == [] and coordination._COORDINATORS["etcd3+http://x"] is fake
 
 
 class HookedDriver(SlowFileDriver):
