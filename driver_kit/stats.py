@@ -69,6 +69,9 @@ class PoolFacts:
                 found.append(f"{name} must be an integer, got {value!r}")
             elif value < 0:
                 found.append(f"{name} cannot be negative, got {value}")
+            elif value > units.MAX_CAPACITY_BYTES and name != "total_volumes":
+                found.append(f"{name} is {_figure(value)} bytes, more than 2^76 "
+                             f"(64 ZiB): no pool is that large (a misread figure?)")
         if not found and self.free_bytes > self.total_bytes:
             found.append(f"free ({self.free_bytes} B) exceeds total ({self.total_bytes} B)")
         if not (self.thin_provisioning_support or self.thick_provisioning_support):
@@ -79,6 +82,11 @@ class PoolFacts:
                                       or math.isnan(value) or not 0 <= value <= 100):
                 found.append(f"{name} must be within 0..100, got {value!r}")
         return found
+
+
+def _figure(value: int) -> str:
+    """An integer for a one-line message: its digits, or its size when they are many."""
+    return str(value) if value.bit_length() <= 200 else f"a number of {value.bit_length()} bits"
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

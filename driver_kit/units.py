@@ -14,7 +14,8 @@ from typing import Any, Final
 
 from driver_kit.exceptions import InvalidSize
 
-__all__ = ["GiB", "MiB", "MAX_VOLUME_BYTES", "MAX_VOLUME_GB", "bytes_to_gb_down",
+__all__ = ["GiB", "MiB", "MAX_CAPACITY_BYTES", "MAX_VOLUME_BYTES", "MAX_VOLUME_GB",
+           "bytes_to_gb_down",
            "bytes_to_gb_up", "gb_to_bytes", "parse_size_gb", "round_down_2", "round_up_2"]
 
 MiB: Final = 1024 ** 2
@@ -24,6 +25,10 @@ GiB: Final = 1024 ** 3
 #: LVM itself refuses any size argument of 16 EiB or more ("Size is too big").
 MAX_VOLUME_BYTES: Final = 8 * 1024 ** 6
 MAX_VOLUME_GB: Final = MAX_VOLUME_BYTES // GiB
+#: The largest capacity figure the kit reports, 2^76 bytes (64 ZiB): its GiB with 2
+#: decimals still fits a float's 53 bits (2^46 GiB is 7.0e15 hundredths, 2^53 is 9.0e15),
+#: so rounding stays conservative. No pool is that large: a larger figure is a misread.
+MAX_CAPACITY_BYTES: Final = 2 ** 76
 _CENT: Final = Decimal("0.01")
 
 
@@ -32,19 +37,21 @@ def _check_bytes(value: int) -> int:
         raise TypeError(f"a byte count must be an int, got {value!r}")
     if value < 0:
         raise ValueError(f"a byte count cannot be negative, got {value}")
+    if value > MAX_CAPACITY_BYTES:
+        shown = value if value.bit_length() <= 200 else f"{value.bit_length()} bits"
+        raise ValueError(f"a byte count of {shown} is more than 2^76 bytes (64 ZiB): "
+                         f"no pool is that large")
     return value
 
 
 def bytes_to_gb_down(value: int) -> float:
     """Bytes to GiB with 2 decimals, rounded down (for total and free)."""
-    exact = Decimal(_check_bytes(value)) / Decimal(GiB)
-    return float(exact.quantize(_CENT, rounding=ROUND_FLOOR))
+    return _check_bytes(value) * 100 // GiB / 100
 
 
 def bytes_to_gb_up(value: int) -> float:
     """Bytes to GiB with 2 decimals, rounded up (for provisioned and used)."""
-    exact = Decimal(_check_bytes(value)) / Decimal(GiB)
-    return float(exact.quantize(_CENT, rounding=ROUND_CEILING))
+    return -(-_check_bytes(value) * 100 // GiB) / 100
 
 
 def _check_float(value: float) -> Decimal:

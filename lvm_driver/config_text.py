@@ -41,6 +41,8 @@ _LIST_ITEM: Final = re.compile(rf'\s*(?:(?P<string>{_STRING})|(?P<number>{_NUMBE
                                re.S)
 _ESCAPE: Final = re.compile(r'\\(.)', re.S)
 _TAIL: Final = re.compile(rf'{_BLANK}\x00*\Z', re.S)
+#: the longest integer text LVM's config reader (64-bit signed) takes: "-" and 19 digits
+_INT64_DIGITS: Final = 20
 
 
 def _string(quoted: str) -> str:
@@ -49,7 +51,12 @@ def _string(quoted: str) -> str:
 
 
 def _number(text: str) -> int | float:
-    return float(text) if "." in text else int(text)
+    if "." in text:
+        return float(text)
+    if len(text) <= _INT64_DIGITS and -2 ** 63 <= (value := int(text)) < 2 ** 63:
+        return value
+    raise ConfigTextError(f"integer {text[:24]}{'...' if len(text) > 24 else ''} "
+                          f"({len(text)} characters) is beyond the 64 bits LVM reads")
 
 
 def _list(text: str) -> tuple[str | int | float, ...]:
@@ -148,7 +155,7 @@ def _parse_lines(text: str) -> Section:
                 found = lists[items] = _list(items)
             current[name] = found
         elif value.isdigit() and value.isascii():
-            current[name] = int(value)
+            current[name] = _number(value)
         else:
             raise _NotOneALine
     if len(stack) != 1:

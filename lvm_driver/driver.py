@@ -246,6 +246,8 @@ class ThinLVMDriver(ManageMixin, VolumeDriver):
             return _SNAPSHOT if is_snapshot(lv) else _VOLUME
         if lv.is_thick:
             return _VOLUME
+        if lv.is_cow_snapshot:
+            return f"a COW snapshot of {lv.origin!r} (lvcreate -s -L), not a volume"
         return f"an LV of a type this driver does not manage (lv_attr {lv.attr.raw!r})"
 
     @staticmethod

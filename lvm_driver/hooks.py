@@ -49,7 +49,8 @@ def _read_truth(driver: ThinLVMDriver) -> BackendTruth:
                                        snapshot_of=origin))
     if driver.offer_thick:
         thick = report.thick_volumes()
-        used = sum(lv.size_bytes for lv in thick)
+        # the VG's thick space: its thick volumes and its COW snapshots' stores
+        used = sum(lv.size_bytes for lv in (*thick, *report.cow_snapshots()))
         pools.append(PoolTruth(pool_name=driver.vg_name,
                                capacity_bytes=report.vg_free_bytes + used, used_bytes=used,
                                allocation_unit_bytes=extent))

@@ -9,12 +9,38 @@ comes from that one read.
 from __future__ import annotations
 
 import math
+from typing import Final
 
 from driver_kit import PoolFacts
 from lvm_driver.report import LogicalVolume, VGReport
 from lvm_driver.tags import SNAPSHOT_TAG, VOLUME_TAG
 
-__all__ = ["implausible", "is_snapshot", "thin_pool_usage", "pool_facts", "pools_down"]
+__all__ = ["implausible", "is_snapshot", "thin_pool_usage", "thick_space", "pool_facts",
+           "pools_down"]
+
+#: LVM counts extents in 32 bits (a VG's, a PV's and an LV's extent count) and an
+#: extent's size in 32-bit sectors: no VG LVM can hold has figures beyond these.
+MAX_EXTENT_COUNT: Final = 2 ** 32 - 1
+MAX_EXTENT_BYTES: Final = (2 ** 32 - 1) * 512
+
+
+def _beyond_lvm(report: VGReport) -> str | None:
+    """The first figure of ``report`` no VG of LVM can have, named, or None."""
+    extent = report.extent_size_bytes
+    if not 0 < extent <= MAX_EXTENT_BYTES:
+        return (f"extent size {_figure(extent)} bytes is not within 1..{MAX_EXTENT_BYTES} "
+                f"(LVM counts it in 32-bit sectors)")
+    for what, size in (("VG size", report.vg_size_bytes), ("VG free", report.vg_free_bytes),
+                       *((f"LV {lv.name!r} size", lv.size_bytes) for lv in report.lvs)):
+        if size // extent > MAX_EXTENT_COUNT:
+            return (f"{what} {_figure(size)} bytes is more than the {MAX_EXTENT_COUNT} "
+                    f"extents of {extent} bytes LVM can count (32 bits)")
+    return None
+
+
+def _figure(value: int) -> str:
+    """A figure for a one-line message: its digits, or its size when they are many."""
+    return str(value) if value.bit_length() <= 128 else f"(a number of {value.bit_length()} bits)"
 
 
 def implausible(report: VGReport, pool_name: str) -> str | None:
@@ -26,10 +52,16 @@ def implausible(report: VGReport, pool_name: str) -> str | None:
                 f"listed: an empty or truncated report, or the pool is gone)")
     if not pool.is_thin_pool:
         return f"{pool_name!r} is not a thin pool (lv_attr {pool.attr.raw!r})"
-    if report.extent_size_bytes <= 0 or report.vg_free_bytes > report.vg_size_bytes:
+    beyond = _beyond_lvm(report)
+    if beyond:
+        return beyond
+    if report.vg_free_bytes > report.vg_size_bytes:
         return (f"VG free {report.vg_free_bytes} bytes, size {report.vg_size_bytes} "
                 f"bytes, extent {report.extent_size_bytes} bytes")
-    allocated = sum(lv.size_bytes for lv in report.lvs if lv.is_thin_pool or lv.is_thick)
+    # what holds extents of its own: pools, thick volumes, COW snapshots (never the
+    # virtual size of a thin LV, even one that is a COW snapshot's origin)
+    allocated = sum(lv.size_bytes for lv in report.lvs
+                    if lv.is_thin_pool or lv.is_thick or lv.is_cow_snapshot)
     if allocated > report.vg_size_bytes - report.vg_free_bytes:
         return (f"its LVs hold {allocated} bytes of extents but the VG has only "
                 f"{report.vg_size_bytes - report.vg_free_bytes} bytes allocated")
@@ -105,16 +137,22 @@ def _thin_pool_facts(report: VGReport, vg_name: str, pool_name: str) -> PoolFact
         extra={"volume_group": vg_name, "snapshot_count": len(snapshots)})
 
 
+def thick_space(report: VGReport) -> tuple[int, int]:
+    """The bytes of the VG's thick volumes and of its COW snapshots (the thick pool's
+    volumes, and the thick space it holds besides them)."""
+    return (sum(lv.size_bytes for lv in report.thick_volumes()),
+            sum(lv.size_bytes for lv in report.cow_snapshots()))
+
+
 def _thick_pool_facts(report: VGReport, vg_name: str) -> PoolFacts:
-    thick = report.thick_volumes()
-    provisioned = sum(lv.size_bytes for lv in thick)
+    provisioned, cow = thick_space(report)
     return PoolFacts(
-        pool_name=vg_name, total_bytes=report.vg_free_bytes + provisioned,
+        pool_name=vg_name, total_bytes=report.vg_free_bytes + provisioned + cow,
         free_bytes=report.vg_free_bytes, provisioned_bytes=provisioned,
-        thin_provisioning_support=False, thick_provisioning_support=True,
-        total_volumes=len(thick), used_bytes=provisioned,
-        location_info=f"ThinLVMDriver:{vg_name}:thick",
-        extra={"volume_group": vg_name})
+        snapshot_bytes=cow, thin_provisioning_support=False,
+        thick_provisioning_support=True, total_volumes=len(report.thick_volumes()),
+        used_bytes=provisioned + cow, location_info=f"ThinLVMDriver:{vg_name}:thick",
+        extra={"volume_group": vg_name, "snapshot_count": len(report.cow_snapshots())})
 
 
 def _unavailable(name: str, *, thin: bool, reason: str) -> PoolFacts:

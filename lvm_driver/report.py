@@ -31,7 +31,7 @@ class LVAttr:
     """The 10 characters of ``lv_attr`` decoded once (see lvs(8))."""
 
     raw: str
-    volume_type: str        # t thin pool, V thin volume, - plain, s snapshot, ...
+    volume_type: str        # t thin pool, V thin volume, - plain, s COW snapshot, o origin
     permissions: str        # w writeable, r read-only, R read-only activation
     allocation_policy: str  # i inherited, n normal, c contiguous, l cling, a anywhere
     fixed_minor: bool
@@ -61,7 +61,14 @@ class LVAttr:
 
     @property
     def is_thin_volume(self) -> bool:
-        return self.volume_type == "V"
+        """A thin LV by its segment type (target ``t``), whether or not it is also the
+        origin of a COW snapshot (volume type ``o``, ``O`` merging) or plain ``V``."""
+        return self.target_type == "t" and self.volume_type != "t"
+
+    @property
+    def is_cow_snapshot(self) -> bool:
+        """An old-style (COW) snapshot: its own extents store the origin's old blocks."""
+        return self.volume_type in "sS" and self.target_type == "s"
 
     @property
     def is_active(self) -> bool:
@@ -86,8 +93,8 @@ class LVAttr:
         return self.health == "-"
 
 
-#: volume_type characters of LVs that hold their own extents (not thin, not a
-#: snapshot's COW store, not a pool's internal data or metadata).
+#: volume_type characters of LVs that may hold their own extents as volumes (``o``/``O``
+#: only when the origin of a COW snapshot is not itself thin: see ``is_thick``).
 _THICK_TYPES: Final = frozenset("-oOmMrRC")
 
 
@@ -116,12 +123,20 @@ class LogicalVolume(NamedTuple):
 
     @property
     def is_thin_volume(self) -> bool:
-        return self.attr.is_thin_volume
+        """A thin LV of pool ``pool_lv``, by its segment type and pool, not by the one
+        volume-type letter (``o`` when it is a COW snapshot's origin)."""
+        return self.attr.is_thin_volume and self.pool_lv is not None
 
     @property
     def is_thin_snapshot(self) -> bool:
         """A thin volume that still has an origin (LVM forgets it once removed)."""
-        return self.origin is not None and self.attr.is_thin_volume
+        return self.origin is not None and self.is_thin_volume
+
+    @property
+    def is_cow_snapshot(self) -> bool:
+        """An operator's COW snapshot (``lvcreate -s -L``): thick space in the VG, its
+        origin a thin or thick volume; never a volume of any pool."""
+        return self.origin is not None and self.attr.is_cow_snapshot
 
     @property
     def is_hidden(self) -> bool:
@@ -130,8 +145,11 @@ class LogicalVolume(NamedTuple):
 
     @property
     def is_thick(self) -> bool:
-        """A visible LV with its own extents: linear, striped, mirror, raid."""
-        return self.attr.volume_type in _THICK_TYPES and not self.name.startswith("[")
+        """A visible volume with its own extents: linear, striped, mirror, raid, and a
+        thick LV that is a COW snapshot's origin; never a thin LV (whatever snapshots
+        it has) nor the COW snapshot itself."""
+        return (self.attr.volume_type in _THICK_TYPES and not self.attr.is_thin_volume
+                and not self.name.startswith("["))
 
     @property
     def is_active(self) -> bool:
@@ -197,10 +215,14 @@ class VGReport:
     def thin_volumes(self, pool_name: str) -> tuple[LogicalVolume, ...]:
         """Every thin volume of the pool, snapshots included."""
         return tuple(lv for lv in self.lvs
-                     if lv.pool_lv == pool_name and lv.attr.is_thin_volume)
+                     if lv.pool_lv == pool_name and lv.is_thin_volume)
 
     def thick_volumes(self) -> tuple[LogicalVolume, ...]:
         return tuple(lv for lv in self.lvs if lv.is_thick)
+
+    def cow_snapshots(self) -> tuple[LogicalVolume, ...]:
+        """The COW snapshots: extents the VG allocates outside every volume."""
+        return tuple(lv for lv in self.lvs if lv.is_cow_snapshot)
 
 
 class LVNotFoundError(NotFound):
@@ -246,10 +268,19 @@ def load_rows(text: str, section: str) -> list[dict[str, Any]]:
     return rows
 
 
+#: LVM prints sizes from 64-bit counters: a longer figure is not LVM's
+_MAX_DIGITS: Final = len(str(2 ** 64 - 1))
+
+
 def _byte_count(text: str, key: str) -> int:
-    """A size printed with ``--units b --nosuffix``: ASCII digits, nothing else."""
+    """A size printed with ``--units b --nosuffix``: ASCII digits, nothing else, less
+    than 2^64 (LVM's sizes are 64-bit)."""
     if type(text) is str and text.isdigit() and text.isascii():
-        return int(text)
+        if len(text) <= _MAX_DIGITS and int(text) < 2 ** 64:
+            return int(text)
+        raise LVMOutputError(
+            f"field {key!r} is {text[:30]}{'...' if len(text) > 30 else ''} "
+            f"({len(text)} digits): more than the 2^64 bytes LVM can print")
     raise LVMOutputError(
         f"field {key!r} should be a byte count, got {text!r} "
         "(was the report run with --units b --nosuffix?)")

@@ -26,6 +26,8 @@ from lvm_driver.report import LogicalVolume, LVAttr, VGReport, gc_paused
 __all__ = ["MetadataUnsupported", "report_from_text", "report_from_pvs"]
 
 SECTOR: Final = 512
+#: LVM counts a PV's extents, and an extent's sectors, in 32 bits
+MAX_EXTENT_COUNT: Final = 2 ** 32 - 1
 
 _VG_KEYS: Final = frozenset({"id", "seqno", "format", "status", "flags", "extent_size",
                              "max_lv", "max_pv", "metadata_copies", "physical_volumes",
@@ -211,7 +213,10 @@ def _pvs(vg: dict[str, Any], pv_uuids: Collection[str]) -> tuple[set[str], int]:
         uuid = pv.get("id")
         _need(isinstance(uuid, str), f"{where}: no id")
         ids.add(uuid.replace("-", ""))
-        total += _int(pv, "pe_count", where)
+        count = _int(pv, "pe_count", where)
+        _need(count <= MAX_EXTENT_COUNT, f"{where}: pe_count {count} is more than LVM's "
+                                         f"32-bit extent count ({MAX_EXTENT_COUNT})")
+        total += count
     _need(ids == set(pv_uuids) and len(ids) == len(pvs),
           "the VG's PVs are not those whose headers were read")
     return set(pvs), total
@@ -230,8 +235,10 @@ def report_from_text(text: str, vg_name: str, pv_uuids: Collection[str]) -> VGRe
 
 def _report(tree: dict[str, Any], vg_name: str, pv_uuids: Collection[str]) -> VGReport:
     vg = _vg_section(tree, vg_name)
-    extent = _int(vg, "extent_size", "VG") * SECTOR
-    _need(extent > 0, "VG extent size is 0")
+    sectors = _int(vg, "extent_size", "VG")
+    _need(0 < sectors <= MAX_EXTENT_COUNT, f"VG extent_size {sectors} sectors is not within "
+                                           f"1..{MAX_EXTENT_COUNT} (LVM's 32 bits)")
+    extent = sectors * SECTOR
     pv_names, total = _pvs(vg, pv_uuids)
     memo: dict[object, Any] = {}
     lvs = {name: _LV(name, section, memo)

@@ -9,6 +9,7 @@ that failed.
 from __future__ import annotations
 
 from lvm_driver.simulator.args import Args, yes_no
+from lvm_driver.simulator.cow import cow_snapshots_of
 from lvm_driver.simulator.errors import EXIT_FAILED, EXIT_INVALID, Fail, invalid
 from lvm_driver.simulator.names import check_new_lv_name, check_tags
 from lvm_driver.simulator.session import Session, extents_option, thin_lvs
@@ -37,6 +38,9 @@ def cmd_lvextend(session: Session, args: Args) -> None:
         sign, size = parse_size(size_text, "--size")
     vg, name, lv = _find_lv(session, args.positionals[0],
                             "Logical volume {lv} not found in volume group {vg}.")
+    if lv["active"] and cow_snapshots_of(vg, name):
+        raise Fail(EXIT_FAILED, "Snapshot origin volumes can be resized only while "
+                                "inactive: try lvchange -an.")
     extent = vg["extent_size"]
     old = lv["extents"]
     if size_text is not None:
@@ -53,7 +57,7 @@ def cmd_lvextend(session: Session, args: Args) -> None:
     if new < old:
         raise Fail(EXIT_FAILED, f"New size given ({new} extents) not larger than existing "
                                 f"size ({old} extents)")
-    if lv["kind"] in ("linear", "thin-pool"):
+    if lv["kind"] in ("linear", "thin-pool", "cow"):
         free = session.free_extents(vg)
         if free < new - old:
             raise Fail(EXIT_FAILED, f"Insufficient free space: {new - old} extents "
@@ -93,7 +97,9 @@ def _remove_one(session: Session, args: Args, arg: str) -> None:
     dependents = list(thin_lvs(vg, name))
     if not forced and (lv["active"] or dependents):
         raise Fail(EXIT_FAILED, f"Logical volume {vg['name']}/{name} not removed.")
-    for other in sorted(dependents):
+    # LVM removes an origin's COW snapshots with it, first (without -f it asks, above)
+    doomed = [cow for other in sorted(dependents) for cow in cow_snapshots_of(vg, other)]
+    for other in doomed + sorted(dependents) + cow_snapshots_of(vg, name):
         del vg["lvs"][other]
         session.out.print(f'Logical volume "{other}" successfully removed.')
     del vg["lvs"][name]
@@ -132,11 +138,10 @@ def cmd_lvrename(session: Session, args: Args) -> None:
                                 f'group "{vg_name}"')
     vg["lvs"] = {(new if key == old else key): rec for key, rec in vg["lvs"].items()}
     for rec in vg["lvs"].values():
-        if rec["kind"] == "thin":
-            if rec["pool"] == old:
-                rec["pool"] = new
-            if rec["origin"] == old:
-                rec["origin"] = new
+        if rec["kind"] == "thin" and rec["pool"] == old:
+            rec["pool"] = new
+        if rec["kind"] in ("thin", "cow") and rec["origin"] == old:
+            rec["origin"] = new
     session.touch(vg)
     session.out.print(f'Renamed "{old}" to "{new}" in volume group "{vg_name}"')
 
@@ -160,8 +165,15 @@ def cmd_lvchange(session: Session, args: Args) -> None:
         if add or remove:
             lv["tags"] = sorted((set(lv["tags"]) | set(add)) - set(remove))
             changed = True
+        # an origin and its COW snapshots are (de)activated together
+        together = [lv] + [vg["lvs"][cow] for cow in cow_snapshots_of(vg, name)]
+        if lv["kind"] == "cow":
+            origin = vg["lvs"][lv["origin"]]
+            together = [origin] + [vg["lvs"][cow] for cow in cow_snapshots_of(vg, lv["origin"])]
+            lv = origin
         if activate is True and (not lv["skip"] or args.has("ignoreactivationskip")):
-            lv["active"] = True
+            for rec in together:
+                rec["active"] = True
             if lv["kind"] == "thin":
                 vg["lvs"][lv["pool"]]["active"] = True
         elif activate is False:
@@ -169,9 +181,10 @@ def cmd_lvchange(session: Session, args: Args) -> None:
                     rec["active"] for rec in thin_lvs(vg, name).values()):
                 raise Fail(EXIT_FAILED, f"Logical volume {vg['name']}/{name} is used by "
                                         "another device.")
-            if lv.get("open"):
+            if any(rec.get("open") for rec in together):
                 raise Fail(EXIT_FAILED, f"Logical volume {vg['name']}/{name} in use.")
-            lv["active"] = False
+            for rec in together:
+                rec["active"] = False
         session.touch(vg)
         if changed:
             session.out.print(f"Logical volume {vg['name']}/{name} changed.")
@@ -186,6 +199,9 @@ def cmd_lvconvert(session: Session, args: Args) -> None:
     vg, name, snap = _find_lv(session, args.positionals[0],
                               'Failed to find logical volume "{vg}/{lv}"')
     where = f"{vg['name']}/{name}"
+    if snap["kind"] == "cow":
+        raise Fail(EXIT_INVALID, "lvconvert --merge of a COW snapshot is not emulated by "
+                                 "the LVM simulator.")
     if snap["kind"] != "thin" or not snap.get("origin"):
         raise Fail(EXIT_FAILED, f"Command on LV {where} uses options that require LV "
                                 f"types thinsnapshot or snapshot.",

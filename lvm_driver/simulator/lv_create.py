@@ -1,5 +1,5 @@
-"""``lvcreate`` in the forms the wrapper issues: linear LVs, thin pools (with their
-metadata and its spare), thin LVs and thin snapshots.
+"""``lvcreate`` in the forms the wrapper and operators issue: linear LVs, thin pools
+(with their metadata and its spare), thin LVs, thin snapshots and COW snapshots.
 
 LVM's rules for each: whole extents, free space for what takes extents,
 pool metadata sized as LVM sizes it by default, over-provisioning allowed
@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import Any, Final
 
 from lvm_driver.simulator.args import Args, yes_no
+from lvm_driver.simulator.cow import create_cow_snapshot, refuse_origin
 from lvm_driver.simulator.errors import EXIT_FAILED, EXIT_INVALID, Fail, invalid
 from lvm_driver.simulator.names import check_new_lv_name, check_tags
 from lvm_driver.simulator.session import Session, extents_option
@@ -22,7 +23,7 @@ THIN_MAX_METADATA_BYTES: Final = 17_045_913_600  # 15.875 GiB, dm-thin's limit /
 
 
 def cmd_lvcreate(session: Session, args: Args) -> None:
-    """``lvcreate``: a linear LV, a thin pool, a thin LV or a thin snapshot."""
+    """``lvcreate``: a linear LV, a thin pool, a thin LV, a thin or a COW snapshot."""
     size = _size_option(args, "size", "--size")
     virtual = _size_option(args, "virtualsize", "--virtualsize")
     extents_arg = args.last("extents")
@@ -213,14 +214,19 @@ def _create_snapshot(session: Session, args: Args, target: str, name: str | None
     vg_name, origin_name = session.split_lv(target)
     vg = session.vg(vg_name)
     origin = vg["lvs"].get(origin_name)
+    sized = size is not None or args.has("extents")
+    if origin is not None and origin["kind"] != "thin" and not sized:
+        raise Fail(EXIT_FAILED, "Please specify either size or extents with snapshots.")
+    if sized:  # an old-style (COW) snapshot, whatever the origin
+        refuse_origin(vg, origin_name)
+        name = _claim_name(session, vg, name)
+        extents = _requested_extents(session, vg, size, args.last("extents"))
+        _need_extents(session, vg, extents)
+        create_cow_snapshot(session, vg, origin_name, name, tags, extents, activate)
+        return
     if origin is None:
         raise Fail(EXIT_FAILED, f"Snapshot origin LV {origin_name} not found in "
                                 f"Volume group {vg_name}.")
-    if origin["kind"] != "thin" or size is not None or args.has("extents"):
-        if origin["kind"] != "thin" and size is None and not args.has("extents"):
-            raise Fail(EXIT_FAILED, "Please specify either size or extents with snapshots.")
-        raise Fail(EXIT_INVALID, "Thick (COW) snapshots are not emulated by the LVM "
-                                 "simulator.")
     name = _claim_name(session, vg, name)
     skip_flag = True if skip is None else skip
     active = (activate is not False) and (not skip_flag or args.has("ignoreactivationskip"))

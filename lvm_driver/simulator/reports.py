@@ -12,6 +12,7 @@ import string
 from typing import Any
 
 from lvm_driver.simulator.args import Args
+from lvm_driver.simulator.cow import cow_snapshots_of
 from lvm_driver.simulator.errors import EXIT_FAILED, Fail
 from lvm_driver.simulator.report_format import emit_report, report_columns
 from lvm_driver.simulator.session import Session, thin_lvs
@@ -30,9 +31,15 @@ def _lv_attr(session: Session, vg: dict[str, Any], lv: dict[str, Any], name: str
         return (f"twi-{state}{'o' if opened else '-'}t{'z' if lv['zero'] else '-'}"
                 f"{'D' if full else '-'}{skip}")
     opened = "o" if lv["active"] and lv.get("open") else "-"
+    # a COW snapshot's origin shows volume type o, whatever its segment type
+    volume_type = "o" if cow_snapshots_of(vg, name) else None
     if kind == "thin":
         zero = "z" if vg["lvs"][lv["pool"]]["zero"] else "-"
-        return f"Vwi-{state}{opened}t{zero}-{skip}"
+        return f"{volume_type or 'V'}wi-{state}{opened}t{zero}-{skip}"
+    if kind == "cow":
+        return f"swi-{state}{opened}s---"
+    if volume_type:
+        return f"owi-{state}{opened}s---"
     return f"-wi-{state}{opened}----"[:9] + skip
 
 
@@ -72,8 +79,15 @@ def _lv_rows_live(session: Session, vg: dict[str, Any],
             "lv_skip_activation": "skip activation" if lv["skip"] else "",
             "lv_full_name": f"{vg['name']}/{name}", "lv_path": f"/dev/{vg['name']}/{name}",
         }
+        cows = cow_snapshots_of(vg, name)
         if kind == "linear":
-            row.update(lv_layout="linear", lv_role="public", segtype="linear")
+            row.update(lv_layout="linear", segtype="linear",
+                       lv_role="public,origin,thickorigin" if cows else "public")
+        elif kind == "cow":
+            row.update(lv_layout="linear", lv_role="public,snapshot,thicksnapshot",
+                       segtype="linear", origin=lv["origin"])
+            if lv["active"]:  # how full the store is: never written here
+                row["data_percent"] = percent_text(0, lv["extents"] * extent)
         elif kind == "thin-pool":
             row.update(lv_layout="thin,pool", lv_role="private", segtype="thin-pool",
                        lv_metadata_size=lv["metadata_extents"] * extent, lv_path="")
@@ -88,6 +102,8 @@ def _lv_rows_live(session: Session, vg: dict[str, Any],
                 roles += ["origin", "thinorigin"]
                 if snapshot_count[name] > 1:
                     roles.append("multithinorigin")
+            if cows:
+                roles += ["origin", "thickorigin"]
             if lv["origin"]:
                 roles += ["snapshot", "thinsnapshot"]
             row.update(lv_layout="thin,sparse", lv_role=",".join(roles), segtype="thin",
@@ -142,7 +158,8 @@ def _vg_row(session: Session, vg: dict[str, Any]) -> dict[str, Any]:
         "vg_free": free * extent, "vg_extent_size": extent, "vg_uuid": vg["uuid"],
         "vg_extent_count": vg["extent_count"], "vg_free_count": free,
         "lv_count": len(vg["lvs"]), "pv_count": len(vg["pvs"]),
-        "snap_count": 0, "vg_attr": "wz--n-", "vg_seqno": vg["seqno"],
+        "snap_count": sum(lv["kind"] == "cow" for lv in vg["lvs"].values()),
+        "vg_attr": "wz--n-", "vg_seqno": vg["seqno"],
         "vg_mda_count": len(vg["pvs"]),
     }
 

@@ -107,7 +107,7 @@ class Session:
     def used_extents(vg: dict[str, Any]) -> int:
         total = vg["pmspare_extents"]
         for lv in vg["lvs"].values():
-            if lv["kind"] == "linear":
+            if lv["kind"] in ("linear", "cow"):
                 total += lv["extents"]
             elif lv["kind"] == "thin-pool":
                 total += lv["extents"] + lv["metadata_extents"]

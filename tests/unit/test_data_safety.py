@@ -94,23 +94,21 @@ def test_a_snapshot_whose_origin_an_operator_removed_stays_a_snapshot(sim, tmp_p
     assert "snap-a" not in lvs(sim) and "copy-a" in lvs(sim)
 
 
-def test_a_volume_with_a_cow_snapshot_is_not_deleted(sim, tmp_path):
+@pytest.mark.parametrize("thin", [False, True], ids=["thick", "thin"])
+def test_a_volume_with_a_cow_snapshot_is_not_deleted(sim, tmp_path, thin):
     """lvremove --force of an origin removes its COW snapshots too: an operator's
-    COW snapshot of a thick volume makes the volume busy (the simulator has no COW
-    snapshots, so the report carries one as LVM prints it)."""
+    COW snapshot (lvcreate -s -L) of a thick or a thin volume makes the volume busy."""
     driver = make(tmp_path)
-    driver.create_volume("thick-a", 1, extra_specs={"provisioning:type": "thick"})
-    rows = report_rows(sim, driver)
-    origin = next(row for row in rows if row["lv_name"] == "thick-a")
-    origin["lv_attr"] = "owi-a-s---"
-    rows.append(dict(origin, lv_name="operator-cow", lv_size=str(256 * 2**20),
-                     lv_attr="swi-a-s---", origin="thick-a", data_percent="0.00",
-                     lv_tags=""))
-    serve_report(sim, rows)
+    driver.create_volume("volume-a", 1, extra_specs={
+        "provisioning:type": "thin" if thin else "thick"})
+    sim.run(["lvcreate", "-s", "-L", "256m", "-n", "operator-cow", "dkvg/volume-a"])
     with pytest.raises(VolumeBusy, match="operator-cow"):
-        driver.delete_volume("thick-a")
-    sim.clear_faults()
-    assert "thick-a" in lvs(sim)
+        driver.delete_volume("volume-a")
+    assert {"volume-a", "operator-cow"} <= set(lvs(sim))
+    assert sim.wipes() == []  # nothing of it was touched
+    sim.run(["lvremove", "-f", "dkvg/operator-cow"])
+    driver.delete_volume("volume-a")
+    assert "volume-a" not in lvs(sim)
 
 
 @pytest.mark.parametrize("only, why", [
