@@ -24,19 +24,20 @@ class VGTruth:
 
 def vg_truth(lab, pool: str = "pool") -> VGTruth:
     out = lab.lvm("lvs", "--noheadings", "--units", "b", "--nosuffix", "--separator", "|",
-                  "-o", "lv_name,lv_size,segtype,pool_lv,origin,lv_tags", lab.vg_name).stdout
+                  "-o", "lv_name,lv_size,segtype,pool_lv,origin,lv_tags,vg_free",
+                  lab.vg_name).stdout  # the pool is always there: never no row
     thin, snaps, thick, cow = {}, {}, {}, {}
+    free = 0
     for line in filter(None, map(str.strip, out.splitlines())):
-        name, size, segtype, pool_lv, origin, tags = line.split("|")
+        name, size, segtype, pool_lv, origin, tags, vg_free = line.split("|")
+        free = int(vg_free)
         tags = tags.split(",") if tags else []
         if segtype == "thin" and pool_lv == pool:
             snapshot = SNAPSHOT_TAG in tags or (origin and VOLUME_TAG not in tags)
             (snaps if snapshot else thin)[name] = int(size)
         elif segtype in ("linear", "striped"):
             (cow if origin else thick)[name] = int(size)
-    free = lab.lvm("vgs", "--noheadings", "--units", "b", "--nosuffix", "-o", "vg_free",
-                   lab.vg_name).stdout.strip()
-    return VGTruth(thin, snaps, thick, cow, int(free))
+    return VGTruth(thin, snaps, thick, cow, free)
 
 
 def pools_of(driver) -> dict[str, dict]:
