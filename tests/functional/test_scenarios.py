@@ -297,9 +297,6 @@ def test_a_snapshot_outlives_its_origin_removed_by_the_operator(lab):
 
 def test_a_volume_with_a_cow_snapshot_is_refused(lab):
     """lvremove --force of an origin would remove the operator's COW snapshot too."""
-    if lab.simulator is not None:
-        pytest.skip("the simulator has no COW snapshots (tests/unit/test_data_safety.py "
-                    "covers this with a report as LVM prints it)")
     driver = lab.driver(lvm_offer_thick=True)
     driver.create_volume("thick-a", 1, extra_specs={"provisioning:type": "thick"})
     lab.lvm("lvcreate", "-s", "-L", "100m", "-n", "operator-cow", f"{lab.vg_name}/thick-a")
