@@ -16,7 +16,7 @@ from driver_kit import GiB
 from driver_kit.compliance import BackendTruth, ComplianceHooks, PoolTruth, VolumeTruth
 from lvm_driver.executor import LVMError
 from lvm_driver.lvm import VGReport, VolumeGroup
-from lvm_driver.pool_facts import is_snapshot, thin_pool_usage
+from lvm_driver.pool_facts import is_snapshot, thick_space, thin_pool_usage
 
 #: the hooks take the ThinLVMDriver being certified (not imported: the driver module
 #: imports this one)
@@ -49,8 +49,7 @@ def _read_truth(driver: ThinLVMDriver) -> BackendTruth:
                                        snapshot_of=origin))
     if driver.offer_thick:
         thick = report.thick_volumes()
-        # the VG's thick space: its thick volumes and its COW snapshots' stores
-        used = sum(lv.size_bytes for lv in (*thick, *report.cow_snapshots()))
+        used = sum(thick_space(report))  # its thick volumes and COW snapshots' stores
         pools.append(PoolTruth(pool_name=driver.vg_name,
                                capacity_bytes=report.vg_free_bytes + used, used_bytes=used,
                                allocation_unit_bytes=extent))

@@ -30,8 +30,9 @@ def _beyond_lvm(report: VGReport) -> str | None:
     if not 0 < extent <= MAX_EXTENT_BYTES:
         return (f"extent size {_figure(extent)} bytes is not within 1..{MAX_EXTENT_BYTES} "
                 f"(LVM counts it in 32-bit sectors)")
+    largest = max(report.lvs, key=lambda lv: lv.size_bytes, default=None)
     for what, size in (("VG size", report.vg_size_bytes), ("VG free", report.vg_free_bytes),
-                       *((f"LV {lv.name!r} size", lv.size_bytes) for lv in report.lvs)):
+                       *([(f"LV {largest.name!r} size", largest.size_bytes)] if largest else [])):
         if size // extent > MAX_EXTENT_COUNT:
             return (f"{what} {_figure(size)} bytes is more than the {MAX_EXTENT_COUNT} "
                     f"extents of {extent} bytes LVM can count (32 bits)")
@@ -40,7 +41,8 @@ def _beyond_lvm(report: VGReport) -> str | None:
 
 def _figure(value: int) -> str:
     """A figure for a one-line message: its digits, or its size when they are many."""
-    return str(value) if value.bit_length() <= 128 else f"(a number of {value.bit_length()} bits)"
+    bits = value.bit_length()
+    return str(value) if bits <= 128 else f"(a number of {bits} bits)"
 
 
 def implausible(report: VGReport, pool_name: str) -> str | None:
