@@ -3,7 +3,8 @@
 It plugs into ``LVMExecutor`` as its runner, so everything above the runner
 (environment, retries, error typing, parsing) runs exactly as on a real host.
 It emulates the commands the wrapper issues (lvs, vgs, lvcreate in its thin
-pool / thin / linear / thin snapshot forms, lvextend, lvremove, lvrename,
+pool / thin / linear / thin snapshot forms and an operator's COW snapshot
+``lvcreate -s -L``, see ``cow``, lvextend, lvremove, lvrename,
 lvchange, ``lvconvert --merge`` of a thin snapshot, ``lvm segtypes``, ``lvm
 version``, and ``dd`` of zeros for the wipe of a thick LV) plus pvcreate and
 vgcreate and vgextend to set up a VG, and pvs, with LVM 2.03's messages,
