@@ -13,7 +13,7 @@ from pathlib import Path
 import testtools
 
 from driver_kit import load_backend_config
-from driver_kit.compliance import CATALOGUE, DriverSpec, Runner
+from driver_kit.compliance import CATALOGUE, DriverSpec, Runner, load_driver
 from driver_kit.compliance.cli import main_check
 from driver_kit.compliance.testing import ComplianceTestCase
 from tests.compliance.broken import AlwaysRefreshes, DeleteMissingRaises
@@ -265,3 +265,43 @@ def test_testtools_base_without_a_factory_skips():
     unittest.TestLoader().loadTestsFromTestCase(Empty).run(result)
     assert result.testsRun == len(CATALOGUE) and len(result.skip_reasons) == 1
     assert DriverSpec().describe() == "volume_driver of the config"
+
+
+# ------------------------------------------------------------------ the three alike
+
+class SparseByFactory(ComplianceTestCase):
+    """A vendor's suite that only knows how to make its driver (no spec by path)."""
+
+    __test__ = False  # run below, beside the other front ends
+    config = ""
+
+    def make_driver(self):
+        return load_driver(DriverSpec(config_files=(self.config,)))()
+
+
+def _method_id(test):
+    name = test.id().rsplit(".", 1)[1]
+    return next(c.id for c in CATALOGUE
+                if name == "test_" + c.id.replace(".", "_").replace("-", "_"))
+
+
+def test_the_three_front_ends_run_the_same_checks(tmp_path, capsys):
+    """Each front end runs (does not skip) the same checks on the sparse driver, the
+    multi-process admission check included, given a factory only in testtools."""
+    config = sparse_config(tmp_path)
+    assert main_check(["--config-file", config, "--json", str(tmp_path / "r.json"),
+                       "--timeout", "30"]) == 0, capsys.readouterr().out
+    command = {r["id"] for r in json.loads((tmp_path / "r.json").read_text())["results"]
+               if r["status"] != "skipped"}
+    run = run_pytest(tmp_path, "--driver-kit-config", config, "--junitxml", "out.xml")
+    assert run.returncode == 0, run.stdout + run.stderr
+    plugin = {case.get("name") for case in ET.parse(tmp_path / "out.xml").iter("testcase")
+              if case.find("skipped") is None}
+    SparseByFactory.config = config
+    result = testtools.TestResult()
+    unittest.TestLoader().loadTestsFromTestCase(SparseByFactory).run(result)
+    assert result.wasSuccessful(), result.failures + result.errors
+    skipped = {_method_id(t) for tests in result.skip_reasons.values() for t in tests}
+    testtools_ran = {c.id for c in CATALOGUE} - skipped | {"driver.setup"}
+    assert command == plugin == testtools_ran
+    assert "admission.parallel-processes" in testtools_ran
