@@ -5,8 +5,10 @@ of real arrays (a 16 GiB allocation unit, a backend serving some of an array's p
 beside other tenants' volumes, a thick-only pool, thin+thick pools with data written);
 hooks are found for a vendor's subclass defined in another module."""
 
+import dataclasses
 import json
 import os
+import types
 
 import pytest
 
@@ -247,3 +249,24 @@ def test_files_opened_a_few_times_by_another_part_of_the_process_are_no_leak(tmp
     finally:
         for handle in OpensOneFileOnce.opened:
             handle.close()
+
+
+class PlainConfiguration(SnapMemoryDriver):
+    """Its configuration is a plain object (not the kit's dataclass) that cannot be
+    copied with a shorter stats_timeout."""
+
+    def __init__(self, configuration=None, **kwargs):
+        super().__init__(configuration, **kwargs)
+        conf = self.configuration
+        self.configuration = types.SimpleNamespace(
+            get=conf.get, **{f.name: getattr(conf, f.name) for f in dataclasses.fields(conf)})
+
+
+def test_a_slow_backend_check_that_would_outlast_the_run_is_skipped_saying_why(tmp_path):
+    report = run_checks(memory_factory(tmp_path, PlainConfiguration), hooks=SNAP_MEMORY_HOOKS,
+                        only=["failclosed.slow-backend"], timeout_s=20)
+    slow = report.results[-1]
+    assert (slow.status, slow.reason) == ("skipped", (
+        "stats_timeout = 120 s cannot be shortened (the configuration of "
+        "PlainConfiguration is not the kit's): a backend slower than it would outlast "
+        "the check"))
