@@ -3,12 +3,17 @@
 The array (``DiskGroupArray``, a toy kept in a JSON file so that every process
 using the directory sees the same array) has one disk group of
 ``shared_capacity_gb`` and gives volumes whole allocation units of
-``shared_allocation_unit_mb``. Cinder sees two pools over it: ``fast`` (thin and
-thick) and ``bulk`` (thick only). Its API lists volumes 50 to a page.
+``shared_allocation_unit_mb`` (with ``shared_round_sizes`` it also lists each
+volume at that allocated size, as arrays with coarse extents do). It has two
+pools over the disk group: ``fast`` (thin and thick) and ``bulk`` (thick only);
+a backend serves those named in ``shared_pools`` (by default both). Its API lists
+volumes 50 to a page; data written into a thin volume takes space as it is
+written (4 KiB blocks), a thick volume's is taken when it is made.
 
 Honest accounting, the Queens spec's "storage array's pool" being the disk group:
 
-* both pools report the disk group's capacity as total and its free space as free;
+* each served pool reports the disk group's capacity as total and its free space as
+  free;
 * each pool's provisioned capacity is every volume of the disk group, on either
   pool, made by the driver or not, at its allocated size (whole units), snapshots
   apart; ``total_volumes`` counts the same volumes;
@@ -43,21 +48,27 @@ __all__ = ["COMPLIANCE_HOOKS", "DiskGroupArray", "SharedPoolDriver"]
 POOLS = {"fast": (True, True), "bulk": (False, True)}
 DISK_GROUP = "dg1"
 PAGE_SIZE = 50
+#: data written into a volume takes the disk group's space in blocks of this size
+BLOCK_BYTES = 4096
 
 
 class DiskGroupArray:
     """A toy array with one disk group, its state in ``<directory>/array.json``.
 
-    Volumes are records ``{name, pool, size_bytes, thin, snapshot_of}``; a thick
-    volume takes its allocated size from the disk group at once, a thin one and a
-    snapshot (of either) nothing until written (this array never writes). Each call is one
-    request (``calls`` counts them); ``faults`` in the state make requests slow or
-    the listing fail, as an array in trouble would.
+    Volumes are records ``{name, pool, size_bytes, thin, snapshot_of, written}``; a
+    thick volume takes its allocated size from the disk group at once, a thin one and a
+    snapshot (of either) the blocks written into them (``written``: merged
+    ``[start, end)`` extents; the data is kept in ``data/<name>``). Objects that are not
+    volumes (``others``) take their size. Each call is one request (``calls`` counts
+    them); ``faults`` in the state make requests slow, the listing fail or the next
+    write fail, as an array in trouble would.
     """
 
-    def __init__(self, directory: str, *, capacity_bytes: int, unit_bytes: int) -> None:
+    def __init__(self, directory: str, *, capacity_bytes: int, unit_bytes: int,
+                 round_sizes: bool = False) -> None:
         self.directory, self.capacity_bytes, self.unit_bytes = \
             directory, capacity_bytes, unit_bytes
+        self.round_sizes = round_sizes
         self.calls = 0
 
     @property
@@ -97,8 +108,23 @@ class DiskGroupArray:
             return {"volumes": {}, "faults": {}}
 
     def used_bytes(self, state: dict[str, Any]) -> int:
-        return sum(self.allocated(v["size_bytes"]) for v in state["volumes"].values()
-                   if not v["thin"] and v["snapshot_of"] is None)
+        volumes = state["volumes"].values()
+        thick = sum(self.allocated(v["size_bytes"]) for v in volumes
+                    if not v["thin"] and v["snapshot_of"] is None)
+        written = sum(end - start for v in volumes if v["thin"] or v["snapshot_of"]
+                      for start, end in v.get("written", ()))
+        return thick + written + sum(state.get("others", {}).values())
+
+    def _size(self, size_bytes: int) -> int:
+        return self.allocated(size_bytes) if self.round_sizes else size_bytes
+
+    def _data(self, name: str) -> str:
+        return os.path.join(self.directory, "data", name)
+
+    @staticmethod
+    def _failing(state: dict[str, Any]) -> bool:
+        """Whether this write is the one the ``fail_write`` fault fails (once)."""
+        return bool(state["faults"].pop("fail_write", False))
 
     # ------------------------------------------------------------ the API
     def capacity(self) -> tuple[int, int]:
@@ -120,14 +146,24 @@ class DiskGroupArray:
 
     def create(self, name: str, *, pool: str, size_bytes: int, thin: bool,
                snapshot_of: str | None = None) -> None:
+        """A volume, or a snapshot of ``snapshot_of`` holding its data as it is now."""
         with self._state(write=True) as state:
             if name in state["volumes"]:
                 raise AlreadyExists(f"{name!r} already exists on the array")
             if not thin and snapshot_of is None and self.allocated(size_bytes) > \
                     self.capacity_bytes - self.used_bytes(state):
                 raise BackendError(f"disk group {DISK_GROUP} is full")
-            state["volumes"][name] = {"name": name, "pool": pool, "size_bytes": size_bytes,
-                                      "thin": thin, "snapshot_of": snapshot_of}
+            failed = self._failing(state)
+            if not failed:
+                origin = state["volumes"].get(snapshot_of or "", {})
+                state["volumes"][name] = {
+                    "name": name, "pool": pool, "size_bytes": self._size(size_bytes),
+                    "thin": thin, "snapshot_of": snapshot_of,
+                    "written": [list(e) for e in origin.get("written", ())]}
+                for start, end in origin.get("written", ()):  # holes stay holes
+                    self._put(name, start, self._get(snapshot_of, start, end - start))
+        if failed:
+            raise BackendError(f"creating {name!r} failed: internal error")
 
     def resize(self, name: str, size_bytes: int) -> None:
         with self._state(write=True) as state:
@@ -137,17 +173,80 @@ class DiskGroupArray:
             grown = self.allocated(size_bytes) - self.allocated(volume["size_bytes"])
             if not volume["thin"] and grown > self.capacity_bytes - self.used_bytes(state):
                 raise BackendError(f"disk group {DISK_GROUP} is full")
-            volume["size_bytes"] = size_bytes
+            failed = self._failing(state)
+            if not failed:
+                volume["size_bytes"] = self._size(size_bytes)
+        if failed:
+            raise BackendError(f"resizing {name!r} failed: internal error")
 
     def delete(self, name: str) -> None:
         with self._state(write=True) as state:
             if state["volumes"].pop(name, None) is None:
                 raise VolumeNotFound(f"no volume {name!r}")
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(self._data(name))
+
+    def write(self, name: str, offset_bytes: int, data: bytes) -> None:
+        """Write ``data`` into volume ``name`` (a host using the volume)."""
+        with self._state(write=True) as state:
+            volume = state["volumes"].get(name)
+            if volume is None or offset_bytes + len(data) > volume["size_bytes"]:
+                raise VolumeNotFound(f"no volume {name!r} holding that range")
+            self._put(name, offset_bytes, data)
+            start = offset_bytes // BLOCK_BYTES * BLOCK_BYTES
+            end = -(-(offset_bytes + len(data)) // BLOCK_BYTES) * BLOCK_BYTES
+            volume["written"] = _merged(volume.get("written", []) + [[start, end]])
+
+    def read(self, name: str, offset_bytes: int, length: int) -> bytes:
+        """``length`` bytes of volume or snapshot ``name`` (holes read as zeros)."""
+        with self._state() as state:
+            if name not in state["volumes"]:
+                raise VolumeNotFound(f"no volume {name!r}")
+            return self._get(name, offset_bytes, length)
+
+    def _put(self, name: str, offset_bytes: int, data: bytes) -> None:
+        os.makedirs(os.path.dirname(self._data(name)), exist_ok=True)
+        fd = os.open(self._data(name), os.O_WRONLY | os.O_CREAT, 0o600)
+        try:
+            os.pwrite(fd, data, offset_bytes)
+        finally:
+            os.close(fd)
+
+    def _get(self, name: str, offset_bytes: int, length: int) -> bytes:
+        try:
+            fd = os.open(self._data(name), os.O_RDONLY)
+        except FileNotFoundError:
+            return bytes(length)
+        try:
+            found = os.pread(fd, length, offset_bytes)
+        finally:
+            os.close(fd)
+        return found + bytes(length - len(found))
+
+    def put_other(self, name: str, size_bytes: int) -> None:
+        """Something that takes space but is not a volume (another application's)."""
+        with self._state(write=True) as state:
+            state.setdefault("others", {})[name] = size_bytes
+
+    def remove_other(self, name: str) -> None:
+        with self._state(write=True) as state:
+            state.setdefault("others", {}).pop(name, None)
 
     def set_faults(self, **faults: Any) -> None:
         """The array's own fault injection (service mode); no argument clears it."""
         with self._state(write=True, request=False) as state:
             state["faults"] = faults
+
+
+def _merged(extents: list[list[int]]) -> list[list[int]]:
+    """``[start, end)`` extents sorted, overlapping and touching ones joined."""
+    out: list[list[int]] = []
+    for start, end in sorted(extents):
+        if out and start <= out[-1][1]:
+            out[-1][1] = max(out[-1][1], end)
+        else:
+            out.append([start, end])
+    return out
 
 
 class SharedPoolDriver(VolumeDriver):
@@ -160,7 +259,11 @@ class SharedPoolDriver(VolumeDriver):
                cfg.IntOpt("shared_capacity_gb", default=100, min=1,
                           help="Size of the array's one disk group (GiB)."),
                cfg.IntOpt("shared_allocation_unit_mb", default=768, min=1,
-                          help="The array gives volumes whole units of this size (MiB)."))
+                          help="The array gives volumes whole units of this size (MiB)."),
+               cfg.BoolOpt("shared_round_sizes", default=False,
+                           help="The array lists each volume at its allocated size."),
+               cfg.ListOpt("shared_pools", default=list(POOLS),
+                           help="The array's pools this backend serves."))
 
     def __init__(self, configuration: Any = None, **kwargs: Any) -> None:
         super().__init__(configuration, **kwargs)
@@ -170,7 +273,14 @@ class SharedPoolDriver(VolumeDriver):
             raise ConfigError(f"[{conf.backend}] shared_array_dir is required")
         self.array = DiskGroupArray(
             directory, capacity_bytes=conf.get("shared_capacity_gb", 100) * GiB,
-            unit_bytes=conf.get("shared_allocation_unit_mb", 768) * MiB)
+            unit_bytes=conf.get("shared_allocation_unit_mb", 768) * MiB,
+            round_sizes=bool(conf.get("shared_round_sizes", False)))
+        self.pools = {name: POOLS[name] for name in POOLS
+                      if name in (conf.get("shared_pools") or POOLS)}
+        unknown = set(conf.get("shared_pools") or ()) - set(POOLS)
+        if unknown or not self.pools:
+            raise ConfigError(f"[{conf.backend}] shared_pools must name pools of the array "
+                              f"({', '.join(POOLS)}), got {conf.get('shared_pools')!r}")
 
     def do_setup(self) -> None:
         os.makedirs(self.array.directory, exist_ok=True)
@@ -204,7 +314,7 @@ class SharedPoolDriver(VolumeDriver):
                                if v["snapshot_of"] is not None and v["pool"] == name),
             thin_provisioning_support=thin, thick_provisioning_support=thick,
             location_info=f"SharedPoolDriver:{DISK_GROUP}:{name}")
-            for name, (thin, thick) in POOLS.items()]
+            for name, (thin, thick) in self.pools.items()]
 
     def _find(self, name: str, snapshot: bool) -> VolumeInfo | None:
         record = self.array.get(name)
@@ -261,7 +371,8 @@ def _read_truth(driver: SharedPoolDriver) -> BackendTruth:
     return BackendTruth(
         pools=tuple(PoolTruth(pool_name=name, capacity_bytes=array.capacity_bytes,
                               used_bytes=used, capacity_group=DISK_GROUP,
-                              allocation_unit_bytes=array.unit_bytes) for name in POOLS),
+                              allocation_unit_bytes=array.unit_bytes,
+                              served=name in driver.pools) for name in POOLS),
         volumes=tuple(VolumeTruth(name=v["name"], pool_name=v["pool"],
                                   size_bytes=v["size_bytes"], thin=v["thin"],
                                   snapshot_of=v["snapshot_of"])
@@ -291,4 +402,11 @@ COMPLIANCE_HOOKS = ComplianceHooks(
     break_backend=_unplug,
     break_listing=lambda driver: driver.array.set_faults(listing=True),
     slow_backend=lambda driver, delay_s: driver.array.set_faults(delay_s=delay_s),
-    repair_backend=_repair, backend_calls=lambda driver: driver.array.calls)
+    repair_backend=_repair, backend_calls=lambda driver: driver.array.calls,
+    write_data=lambda driver, name, offset_bytes, data: driver.array.write(
+        name, offset_bytes, data),
+    read_data=lambda driver, name, offset_bytes, length: driver.array.read(
+        name, offset_bytes, length),
+    fail_next_write=lambda driver: driver.array.set_faults(fail_write=True),
+    create_stray=lambda driver, name, pool_name: driver.array.put_other(name, GiB),
+    delete_stray=lambda driver, name: driver.array.remove_other(name))

@@ -16,12 +16,16 @@ run (``--hooks``, ``Runner(hooks=...)``) are used as they are, instead.
 
 from __future__ import annotations
 
+import inspect
 import sys
 from dataclasses import dataclass, fields, replace
 from typing import Any, Callable, Iterable, Mapping
 
-__all__ = ["BackendTruth", "ComplianceHooks", "PoolTruth", "REQUIRED_HOOKS", "VolumeTruth",
-           "find_hooks", "register_hooks"]
+__all__ = ["BackendTruth", "ComplianceHooks", "GUIDE", "HOOK_ARGUMENTS", "PoolTruth",
+           "REQUIRED_HOOKS", "VolumeTruth", "find_hooks", "register_hooks"]
+
+#: where a vendor reads the rules and the hook contract
+GUIDE = "docs/writing-a-driver.md"
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -34,7 +38,9 @@ class PoolTruth:
     report's ``total_used_capacity_gb``); ``free_bytes`` is the backend's own free
     figure when it is not ``capacity_bytes - used_bytes`` (a thin pool whose
     metadata bounds it, a directory on a file system others use too).
-    The backend gives each volume ``allocation_unit_bytes`` at a time.
+    The backend gives each volume ``allocation_unit_bytes`` at a time. A pool of the
+    array that this backend is not configured to serve is given with ``served=False``:
+    it is not in the report, but its volumes count for the pools of its capacity group.
     """
 
     pool_name: str
@@ -43,6 +49,7 @@ class PoolTruth:
     free_bytes: int | None = None
     capacity_group: str | None = None
     allocation_unit_bytes: int = 1
+    served: bool = True
 
     @property
     def group(self) -> str:
@@ -87,6 +94,16 @@ class BackendTruth:
 
     def volume(self, name: str) -> VolumeTruth | None:
         return next((v for v in self.volumes if v.name == name), None)
+
+    def pool_volumes(self, pool_name: str) -> list[VolumeTruth]:
+        """The volumes (snapshots apart) on ``pool_name`` itself."""
+        return [v for v in self.volumes if v.pool_name == pool_name and v.snapshot_of is None]
+
+    def snapshot_bytes(self, pool_name: str) -> int:
+        """The virtual sizes of the snapshots on ``pool_name`` (the kit's
+        ``snapshot_capacity_gb``, reported apart from provisioned)."""
+        return sum(v.size_bytes for v in self.volumes
+                   if v.pool_name == pool_name and v.snapshot_of is not None)
 
     def group_volumes(self, pool_name: str) -> list[VolumeTruth]:
         """The volumes (snapshots apart) on every pool of ``pool_name``'s capacity group."""
@@ -155,6 +172,24 @@ class ComplianceHooks:
         """Those of ``names`` that are not set."""
         return [name for name in names if getattr(self, name) is None]
 
+    def bad_signatures(self) -> dict[str, str]:
+        """Each set hook that cannot be called with its arguments, and why."""
+        bad = {}
+        for name, arguments in HOOK_ARGUMENTS.items():
+            hook = getattr(self, name)
+            if hook is None:
+                continue
+            try:
+                signature = inspect.signature(hook)
+            except (TypeError, ValueError):
+                continue  # a builtin or C callable: nothing to read, trusted
+            try:
+                signature.bind(*arguments)
+            except TypeError as exc:
+                bad[name] = (f"{name}{signature} cannot be called as "
+                             f"{name}({', '.join(arguments)}): {exc}")
+        return bad
+
     def merged(self, fallback: "ComplianceHooks") -> "ComplianceHooks":
         """These hooks, with ``fallback``'s where these have none."""
         return replace(fallback, **{f.name: getattr(self, f.name) for f in fields(self)
@@ -165,6 +200,24 @@ class ComplianceHooks:
 REQUIRED_HOOKS: tuple[str, ...] = ("read_truth", "create_out_of_band", "resize_out_of_band",
                                    "break_backend", "break_listing", "slow_backend",
                                    "repair_backend")
+
+#: the arguments the harness calls each hook with, in order
+HOOK_ARGUMENTS: Mapping[str, tuple[str, ...]] = {
+    "read_truth": ("driver",),
+    "create_out_of_band": ("driver", "name", "size_gb", "pool_name"),
+    "resize_out_of_band": ("driver", "name", "new_size_gb"),
+    "delete_out_of_band": ("driver", "name"),
+    "break_backend": ("driver",),
+    "break_listing": ("driver",),
+    "slow_backend": ("driver", "delay_s"),
+    "repair_backend": ("driver",),
+    "backend_calls": ("driver",),
+    "write_data": ("driver", "name", "offset_bytes", "data"),
+    "read_data": ("driver", "name", "offset_bytes", "length"),
+    "fail_next_write": ("driver",),
+    "create_stray": ("driver", "name", "pool_name"),
+    "delete_stray": ("driver", "name"),
+}
 
 _REGISTERED: dict[type, ComplianceHooks] = {}
 

@@ -15,7 +15,7 @@ import threading
 import time
 import traceback
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime, timezone
 from typing import Any, Callable, Literal, Mapping, Sequence
 
@@ -191,6 +191,7 @@ class Runner:
         self._discover = discover_hooks if discover_hooks is not None \
             else hooks is None and hooks_path is None
         self._hooks_origin: dict[str, str] = {}
+        self._bad_hooks: dict[str, str] = {}
         self._factory = factory
         self._spec = spec
         self._hooks_path = hooks_path
@@ -221,6 +222,11 @@ class Runner:
             given = {name for name, present in self.hooks.available().items() if present}
             self._hooks_origin = {k: v for k, v in origin.items() if k not in given}
             self.hooks = self.hooks.merged(found)
+        # a hook the harness cannot call is reported by hooks.required, and the checks
+        # needing it skip as they do without it
+        self._bad_hooks = self.hooks.bad_signatures()
+        self._notes["bad_hooks"] = self._bad_hooks
+        self.hooks = replace(self.hooks, **dict.fromkeys(self._bad_hooks))
         self._setup_driver = set_up(drv)
         hooks = [k for k, v in self.hooks.available().items() if v]
         return f"{type(drv).__qualname__} set up; hooks: {', '.join(hooks) or 'none'}"
@@ -312,11 +318,15 @@ class Runner:
                                  reason=f"not run: driver.setup {setup.status}: "
                                         f"{setup.reason}", duration_s=0.0)
         elif missing := self.hooks.missing(check.hooks):
+            wrong = [name for name in missing if name in self._bad_hooks]
+            why = "whose signature is wrong" if wrong == missing else \
+                "which the driver does not give" if not wrong else \
+                "which the driver does not give or gives with a wrong signature"
             result = CheckResult(id=check.id, title=check.title, clause=check.clause,
                                  severity=check.severity, status="skipped",
                                  reason=f"needs the {', '.join(missing)} hook"
-                                        f"{'s' if len(missing) > 1 else ''}, which the driver "
-                                        f"does not give (see hooks.required)", duration_s=0.0)
+                                        f"{'s' if len(missing) > 1 else ''}, {why} (see "
+                                        f"hooks.required)", duration_s=0.0)
         else:
             ctx = self._context(self.timeout_s)
             result = self._execute(check, lambda: check.run(ctx), ctx.cleanup)

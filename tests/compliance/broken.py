@@ -432,6 +432,29 @@ CountsStrays = _facts_edited(
 UsedInWholeMiB = _facts_edited(
     "UsedInWholeMiB", "Takes used capacity from an array API giving whole MiB, rounded down.",
     lambda driver, f: {"used_bytes": f.used_bytes // MiB * MiB})
+SnapshotCapacityZero = _facts_edited(
+    "SnapshotCapacityZero", "Reports no snapshot capacity (its array lists snapshots apart, "
+    "in a call it never makes).", lambda driver, f: {"snapshot_bytes": 0})
+
+
+class ListingTimeoutFromSetup(SnapMemoryDriver):
+    """Gives the array's volume listing half of stats_timeout, read once in do_setup, and
+    takes a listing that timed out for "no volumes"."""
+
+    def do_setup(self) -> None:
+        super().do_setup()
+        self.listing_timeout_s = self.configuration.stats_timeout / 2
+
+    def backend_read_pools(self) -> list[Any]:
+        if self.delay_s <= self.listing_timeout_s:
+            return super().backend_read_pools()
+        time.sleep(self.listing_timeout_s)  # the listing gave up: taken for an empty array
+        delay, self.delay_s = self.delay_s, 0.0
+        try:
+            facts = super().backend_read_pools()
+        finally:
+            self.delay_s = delay
+        return [dataclasses.replace(f, provisioned_bytes=0, total_volumes=0) for f in facts]
 
 
 class SnapshotSharesData(SnapMemoryDriver):
@@ -621,6 +644,11 @@ def _through_the_driver(driver: Any, name: str, size_gb: int, pool_name: str) ->
     driver.create_volume(name, size_gb, pool_name=pool_name)
 
 
+def _without_pool(driver: Any, name: str, size_gb: int) -> None:
+    """create_out_of_band as written before the hook took the pool."""
+    driver.volumes[name] = size_gb
+
+
 #: the admission checks need the cap's full room; these bugs overstate it
 _OVER_ADMITS = frozenset({"admission.create-over-cap", "admission.extend-over-cap",
                           "admission.snapshot-over-cap", "admission.copy-over-cap",
@@ -644,6 +672,10 @@ BROKEN: tuple[Broken, ...] = (
     Broken("an out-of-band hook that creates through the driver", _f("hooks.independent"),
            _memory(SnapMemoryDriver, dataclasses.replace(
                SNAP_MEMORY_HOOKS, create_out_of_band=_through_the_driver))),
+    # the checks that need it skip, as without it, instead of raising TypeError
+    Broken("a create_out_of_band hook without the pool argument", _f("hooks.required"),
+           _memory(SnapMemoryDriver, dataclasses.replace(
+               SNAP_MEMORY_HOOKS, create_out_of_band=_without_pool))),
     Broken("a backend_calls hook reading a counter nothing moves", _f("hooks.calls-counted"),
            _memory(SnapMemoryDriver, dataclasses.replace(
                SNAP_MEMORY_HOOKS, backend_calls=lambda driver: 0))),
@@ -701,7 +733,7 @@ BROKEN: tuple[Broken, ...] = (
            _f("truth.provisioned", "truth.total-volumes", "admission.fill-to-cap"),
            _shared(FirstPageOnly)),
     Broken("two pools over one disk group, each over-subscribing it",
-           _f("truth.provisioned", "truth.total-volumes", "provisioned.create-delete",
+           _f("truth.provisioned", "truth.total-volumes-group", "provisioned.create-delete",
               "provisioned.counts-out-of-band", "ops.extend-readback", "ops.copy-readback",
               "ops.unaligned-size", "admission.fill-to-cap"),
            _shared(EachPoolItsOwn)),
@@ -714,10 +746,14 @@ BROKEN: tuple[Broken, ...] = (
                      "admission.parallel-threads", "ops.create-readback",
                      "ops.extend-readback", "ops.copy-readback", "ops.extend-smaller",
                      "ops.delete-snapshot", "ops.snapshot-existing", "ops.unaligned-size",
-                     "resources.no-fd-leak", "resources.no-child-leak")),
+                     "resources.no-fd-leak", "resources.no-child-leak",
+                     "admission.parallel-processes", "data.used-capacity",
+                     "data.snapshot-copy", "failclosed.failed-write")),
     # --- provisioned accounting
     Broken("keeps deleted volumes counted", _f("provisioned.create-delete", "truth.provisioned"),
            _memory(KeepsDeletedCounted)),
+    Broken("reports no snapshot capacity while snapshots exist",
+           _f("truth.snapshot-capacity"), _memory(SnapshotCapacityZero)),
     Broken("counts snapshots in provisioned",
            _f("provisioned.excludes-snapshots", "truth.provisioned"), _memory(CountsSnapshots)),
     Broken("ignores out-of-band volumes",
@@ -797,6 +833,8 @@ BROKEN: tuple[Broken, ...] = (
            _memory(ServesStaleFacts)),
     Broken("a failed listing taken for no volumes", _f("failclosed.failed-listing"),
            _memory(ListingErrorMeansEmpty)),
+    Broken("a listing timeout read at set-up, a timed-out listing taken for no volumes",
+           _f("failclosed.slow-backend"), _memory(ListingTimeoutFromSetup)),
     Broken("a slow backend reported up with 'unknown'", _f("failclosed.slow-backend"),
            lambda tmp_path: {"factory": lambda: SlowReportedUnknown(
                memory_factory(tmp_path)()), "hooks": HAND_WRITTEN_OPERATIONS_HOOKS}),

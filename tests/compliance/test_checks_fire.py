@@ -52,10 +52,11 @@ def test_a_driver_without_backend_read_pools_shows_its_cache_through_the_hook():
 
 def test_every_check_has_a_stable_id_clause_severity_and_its_hooks():
     ids = [c.id for c in CATALOGUE]
-    assert len(ids) == len(set(ids)) == 52
+    assert len(ids) == len(set(ids)) == 54
     for check in CATALOGUE:
         assert check.title and check.clause and check.severity in ("must", "should")
-    assert [c.id for c in CATALOGUE if c.severity == "should"] == ["stats.refresh-cached"]
+    assert [c.id for c in CATALOGUE if c.severity == "should"] == [
+        "stats.refresh-cached", "truth.total-volumes-group"]
     mapped = {v for c in CATALOGUE for v in c.violation_ids}
     # every rule of driver_kit.validate_stats is enforced by exactly one check
     assert mapped == {"required-field", "field-type", "gib-2-decimals", "no-infinite-unknown",

@@ -13,7 +13,7 @@ from pathlib import Path
 import testtools
 
 from driver_kit import load_backend_config
-from driver_kit.compliance import CATALOGUE, DriverSpec, Runner
+from driver_kit.compliance import CATALOGUE, DriverSpec, Runner, load_driver
 from driver_kit.compliance.cli import main_check
 from driver_kit.compliance.testing import ComplianceTestCase
 from tests.compliance.broken import AlwaysRefreshes, DeleteMissingRaises
@@ -54,7 +54,8 @@ def test_check_command_writes_table_json_and_junit(tmp_path, capsys):
     assert profile["ratio_enforced"] == {"create": True, "extend": True, "snapshot": True,
                                          "copy": None}
     assert profile["agrees_with_backend"] == dict.fromkeys(
-        ["pools", "total", "free", "provisioned", "total-volumes", "ratio"], True)
+        ["pools", "total", "free", "provisioned", "total-volumes", "total-volumes-group",
+         "snapshot-capacity", "ratio"], True)
     assert profile["out_of_band_counted"] is True and profile["snapshots_apart"] is True
     # which hooks were there, where they were found and what they enabled
     truth = profile["hooks"]["read_truth"]
@@ -251,9 +252,10 @@ def test_testtools_base_maps_verdicts_to_outcomes(tmp_path):
     assert result.errors == []
     assert [t.id().rsplit(".", 1)[1] for t, _ in result.expectedFailures] == [
         "test_stats_refresh_cached"]
-    assert [t.id().rsplit(".", 1)[1] for t in result.skip_reasons.get(
-        "no importable driver spec (module:Class + config file): child processes cannot "
-        "rebuild the driver", [])] == ["test_admission_parallel_processes"]
+    # the processes are forked from make_driver; a memory array is not shared with them
+    assert [t.id().rsplit(".", 1)[1] for reason, tests in result.skip_reasons.items()
+            if "it is not shared between processes" in reason
+            for t in tests] == ["test_admission_parallel_processes"]
 
 
 def test_testtools_base_without_a_factory_skips():
@@ -263,3 +265,43 @@ def test_testtools_base_without_a_factory_skips():
     unittest.TestLoader().loadTestsFromTestCase(Empty).run(result)
     assert result.testsRun == len(CATALOGUE) and len(result.skip_reasons) == 1
     assert DriverSpec().describe() == "volume_driver of the config"
+
+
+# ------------------------------------------------------------------ the three alike
+
+class SparseByFactory(ComplianceTestCase):
+    """A vendor's suite that only knows how to make its driver (no spec by path)."""
+
+    __test__ = False  # run below, beside the other front ends
+    config = ""
+
+    def make_driver(self):
+        return load_driver(DriverSpec(config_files=(self.config,)))()
+
+
+def _method_id(test):
+    name = test.id().rsplit(".", 1)[1]
+    return next(c.id for c in CATALOGUE
+                if name == "test_" + c.id.replace(".", "_").replace("-", "_"))
+
+
+def test_the_three_front_ends_run_the_same_checks(tmp_path, capsys):
+    """Each front end runs (does not skip) the same checks on the sparse driver, the
+    multi-process admission check included, given a factory only in testtools."""
+    config = sparse_config(tmp_path)
+    assert main_check(["--config-file", config, "--json", str(tmp_path / "r.json"),
+                       "--timeout", "30"]) == 0, capsys.readouterr().out
+    command = {r["id"] for r in json.loads((tmp_path / "r.json").read_text())["results"]
+               if r["status"] != "skipped"}
+    run = run_pytest(tmp_path, "--driver-kit-config", config, "--junitxml", "out.xml")
+    assert run.returncode == 0, run.stdout + run.stderr
+    plugin = {case.get("name") for case in ET.parse(tmp_path / "out.xml").iter("testcase")
+              if case.find("skipped") is None}
+    SparseByFactory.config = config
+    result = testtools.TestResult()
+    unittest.TestLoader().loadTestsFromTestCase(SparseByFactory).run(result)
+    assert result.wasSuccessful(), result.failures + result.errors
+    skipped = {_method_id(t) for tests in result.skip_reasons.values() for t in tests}
+    testtools_ran = {c.id for c in CATALOGUE} - skipped | {"driver.setup"}
+    assert command == plugin == testtools_ran
+    assert "admission.parallel-processes" in testtools_ran

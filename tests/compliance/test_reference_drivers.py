@@ -1,14 +1,19 @@
 """Reference users of the harness pass every check: the unit tests' memory driver, the
 contrib sparse-file and shared-capacity drivers and the LVM driver on its simulator,
-with fixed ratios and 'auto', one pool and several; hooks are found for a vendor's
-subclass defined in another module."""
+with fixed ratios and 'auto', one pool and several, and the unusual but legal set-ups
+of real arrays (a 16 GiB allocation unit, a backend serving some of an array's pools
+beside other tenants' volumes, a thick-only pool, thin+thick pools with data written);
+hooks are found for a vendor's subclass defined in another module."""
 
+import dataclasses
 import json
 import os
+import types
 
 import pytest
 
-from driver_kit import load_backend_config
+from contrib.shared_pool_driver import DiskGroupArray
+from driver_kit import GiB, MiB, load_backend_config
 from driver_kit.compliance import (CATALOGUE, REQUIRED_HOOKS, ComplianceHooks, DriverSpec,
                                    find_hooks, register_hooks, run_checks)
 from driver_kit.loading import DEFAULT_BACKEND, default_overrides
@@ -19,7 +24,8 @@ from tests.compliance.vendor import VendorSparseDriver
 from tests.unit.memdriver import MemoryDriver
 
 ALL = {c.id for c in CATALOGUE} | {"driver.setup"}
-#: a driver given as a factory cannot be rebuilt in another process
+#: a memory array is not shared with the child processes racing for it (forked from the
+#: factory): the check skips, saying so
 NO_SPEC = {"admission.parallel-processes"}
 #: what a driver without snapshots or copies cannot be tested on
 NO_COPIES = {"provisioned.excludes-snapshots", "admission.snapshot-over-cap",
@@ -49,6 +55,12 @@ def test_memory_driver_passes(tmp_path, ratio):
     races = {"admission.parallel-threads"} if ratio == "auto" else set()
     reasons = passes(report, NO_SPEC | NO_COPIES | NO_DATA | NO_PATH | races)
     assert "does not support snapshots" in reasons["provisioned.excludes-snapshots"]
+    # a missing operation is reported as such, never as a lack of room
+    assert reasons["ops.copy-readback"].startswith(
+        "not supported by the driver: a 2 GiB clone of a 1 GiB volume on pool 'mem' (thin) "
+        "(NotImplementedError")
+    if ratio == "2.0":
+        assert "not shared between processes" in reasons["admission.parallel-processes"]
     assert report.profile["snapshots_supported"] is False
     if ratio == "auto":
         assert "grows with every create" in reasons["truth.ratio"]
@@ -140,10 +152,46 @@ def test_a_driver_without_hooks_is_not_certified(tmp_path):
                                       "shared_allocation_unit_mb": 1000}],
                          ids=["ratio-2", "auto", "reserved-and-odd-units"])
 def test_shared_pool_driver_passes_every_check(tmp_path, options):
+    """Two pools on one disk group, thin+thick and thick-only, with data written."""
     spec = DriverSpec(config_files=(shared_config(tmp_path, **options),))
-    reasons = passes(run_checks(spec=spec, timeout_s=30), NO_DATA | NO_PATH)
+    reasons = passes(run_checks(spec=spec, timeout_s=30), NO_PATH)
     assert "pool 'bulk' (thick)" in reasons["admission.create-over-cap"]
+    # used space is followed where writes move it, and agrees where they cannot
+    assert "pool 'fast' (thin): 17 states agree" in reasons["data.used-capacity"]
+    assert "pool 'fast' (thick): used agrees" in reasons["data.used-capacity"]
+    assert "allocated when made" in reasons["data.used-capacity"]
     assert json.loads((tmp_path / "array" / "array.json").read_text())["volumes"] == {}
+
+
+def test_an_array_with_16_gib_allocation_units_passes_every_check(tmp_path):
+    """It lists a volume asked for as 1 GiB at 16 GiB: the checks size in whole units."""
+    spec = DriverSpec(config_files=(shared_config(
+        tmp_path, shared_capacity_gb=1024, shared_allocation_unit_mb=16384,
+        shared_round_sizes=True),))
+    reasons = passes(run_checks(spec=spec, timeout_s=60), NO_PATH)
+    assert "pool 'fast' (thin): 16 -> 48 -> 80 GiB" in reasons["ops.extend-readback"]
+    assert json.loads((tmp_path / "array" / "array.json").read_text())["volumes"] == {}
+
+
+def _other_tenant_volume(array_dir):
+    """A 5 GiB thick volume of another backend on the array's pool 'bulk'."""
+    array = DiskGroupArray(str(array_dir), capacity_bytes=100 * GiB, unit_bytes=768 * MiB)
+    os.makedirs(array_dir)
+    array.create("tenant-b-lun", pool="bulk", size_bytes=5 * GiB, thin=False)
+    return array
+
+
+@pytest.mark.parametrize("served", ["fast", "bulk"], ids=["thin-thick-pool", "thick-only"])
+def test_a_backend_serving_some_of_the_arrays_pools_passes_every_check(tmp_path, served):
+    """The truth lists every pool of the array, the report only those served; another
+    tenant's volume on the disk group counts in provisioned (and total_volumes)."""
+    _other_tenant_volume(tmp_path / "array")
+    spec = DriverSpec(config_files=(shared_config(tmp_path, shared_pools=served),))
+    reasons = passes(run_checks(spec=spec, timeout_s=30), NO_PATH)
+    assert reasons["truth.pools"].startswith("the pools the backend serves, up")
+    assert f"pool {served!r}" in reasons["admission.create-over-cap"]
+    left = json.loads((tmp_path / "array" / "array.json").read_text())["volumes"]
+    assert list(left) == ["tenant-b-lun"]
 
 
 @pytest.mark.parametrize("ratio", ["20.0", "auto"])
@@ -201,3 +249,24 @@ def test_files_opened_a_few_times_by_another_part_of_the_process_are_no_leak(tmp
     finally:
         for handle in OpensOneFileOnce.opened:
             handle.close()
+
+
+class PlainConfiguration(SnapMemoryDriver):
+    """Its configuration is a plain object (not the kit's dataclass) that cannot be
+    copied with a shorter stats_timeout."""
+
+    def __init__(self, configuration=None, **kwargs):
+        super().__init__(configuration, **kwargs)
+        conf = self.configuration
+        self.configuration = types.SimpleNamespace(
+            get=conf.get, **{f.name: getattr(conf, f.name) for f in dataclasses.fields(conf)})
+
+
+def test_a_slow_backend_check_that_would_outlast_the_run_is_skipped_saying_why(tmp_path):
+    report = run_checks(memory_factory(tmp_path, PlainConfiguration), hooks=SNAP_MEMORY_HOOKS,
+                        only=["failclosed.slow-backend"], timeout_s=20)
+    slow = report.results[-1]
+    assert (slow.status, slow.reason) == ("skipped", (
+        "stats_timeout = 120 s cannot be shortened (the configuration of "
+        "PlainConfiguration is not the kit's): a backend slower than it would outlast "
+        "the check"))

@@ -85,24 +85,27 @@ def _check_extend_over_cap(ctx: CheckContext) -> str | None:
     drv = ctx.driver()
 
     def one(target: Target) -> str | None:
-        if ctx.room_gb(drv, target) < 1:
+        unit = ctx.unit_gb(drv, target)
+        if ctx.room_gb(drv, target) < unit:
             return None
-        volume = ctx.create(drv, 1, target)
+        volume = ctx.create(drv, unit, target)
         size = ctx.room_gb(drv, target) + 2
-        while ctx.must_admit(drv, target, size, from_gb=1).admitted and size < 10 ** 6:
+        while ctx.must_admit(drv, target, size, from_gb=unit).admitted and size < 10 ** 6:
             size += 1  # the volume's own allocation units count for it
-        return _over_cap(ctx, drv, target, size, f"an extend of a 1 GiB volume to {size} GiB",
-                         lambda: drv.extend_volume(volume, size), from_gb=1)
+        return _over_cap(ctx, drv, target, size,
+                         f"an extend of a {unit} GiB volume to {size} GiB",
+                         lambda: drv.extend_volume(volume, size), from_gb=unit)
     return each_target(ctx, drv, one)
 
 
-def _offers(ctx: CheckContext, attempt: Callable[[], Any]) -> bool:
+def _offers(ctx: CheckContext, what: str, attempt: Callable[[], Any]) -> bool:
     """Whether ``attempt`` (a copy that fits) works: not when the driver or this pool or
     type does not offer it. What it made is removed at once, to leave the room."""
     try:
         with ctx.scoped():
             attempt()
-    except (NotImplementedError, InvalidInput):
+    except (NotImplementedError, InvalidInput) as exc:
+        ctx.not_supported(what, exc)
         return False
     return True
 
@@ -125,8 +128,10 @@ def _check_snapshot_over_cap(ctx: CheckContext) -> str:
     drv = ctx.driver()
 
     def one(target: Target) -> str | None:
-        if ctx.room_gb(drv, target) < 2 or not _offers(
-                ctx, lambda: ctx.snapshot(drv, ctx.create(drv, 1, target))):
+        unit = ctx.unit_gb(drv, target)
+        if ctx.room_gb(drv, target) < 2 * unit or not _offers(
+                ctx, f"a snapshot on {target}",
+                lambda: ctx.snapshot(drv, ctx.create(drv, unit, target))):
             return None
         size = _second_one_past_cap(ctx, drv, target)
         if size is None:
@@ -139,22 +144,24 @@ def _check_snapshot_over_cap(ctx: CheckContext) -> str:
     return each_target(ctx, drv, one)
 
 
-def _copies(ctx: CheckContext, drv: Any, source: str) -> list[tuple[str, Any]]:
+def _copies(ctx: CheckContext, drv: Any, source: str, target: Target,
+            size_gb: int) -> list[tuple[str, Any]]:
     """(what, how to copy ``source``'s data into a new volume ``name`` of ``size``) for
-    each copy the driver offers on ``source``'s pool and type."""
+    each copy the driver offers on ``source``'s pool and type (``size_gb``: the source's)."""
     def probe(copy: Callable[[str, int], Any]) -> Callable[[], Any]:
         name = ctx.name("copy")
-        return lambda: (ctx.track_volume(drv, name), copy(name, 1))
+        return lambda: (ctx.track_volume(drv, name), copy(name, size_gb))
     copies: list[tuple[str, Any]] = []
     clone = (lambda name, size: drv.create_cloned_volume(name, source, size))
-    if _offers(ctx, probe(clone)):
+    if _offers(ctx, f"a clone on {target}", probe(clone)):
         copies.append(("a clone", clone))
     try:
         snap = ctx.snapshot(drv, source)
-    except (NotImplementedError, InvalidInput):
+    except (NotImplementedError, InvalidInput) as exc:
+        ctx.not_supported(f"a snapshot on {target}", exc)
         return copies
     from_snap = (lambda name, size: drv.create_volume_from_snapshot(name, snap, size))
-    if _offers(ctx, probe(from_snap)):
+    if _offers(ctx, f"a volume from a snapshot on {target}", probe(from_snap)):
         copies.append(("a volume from a snapshot", from_snap))
     return copies
 
@@ -165,10 +172,11 @@ def _check_copy_over_cap(ctx: CheckContext) -> str:
         raise CheckSkipped(f"{type(drv).__name__} has no create_cloned_volume")
 
     def one(target: Target) -> str | None:
-        if ctx.room_gb(drv, target) < 2:
+        unit = ctx.unit_gb(drv, target)
+        if ctx.room_gb(drv, target) < 2 * unit:
             return None
         done = []
-        for what, copy in _copies(ctx, drv, ctx.create(drv, 1, target)):
+        for what, copy in _copies(ctx, drv, ctx.create(drv, unit, target), target, unit):
             size, name = ctx.room_gb(drv, target) + 1, ctx.name("copy")
             ctx.track_volume(drv, name)
             done.append(_over_cap(ctx, drv, target, size, f"{what} of {size} GiB",

@@ -115,21 +115,34 @@ class CheckContext:
         self.deadline = deadline
         self.scale = scale
         self._factory = factory
+        #: makes fresh drivers, not yet set up (children forked from this process use it)
+        self.factory = factory
         self._prefix = prefix
         self._counter = counter
         self._shared = shared
         self._pending: dict[tuple[str, str], tuple[str, Callable[[], Any]]] = {}
         self._lock = threading.Lock()
+        #: operations the driver said it does not offer (on some pool or type)
+        self.unsupported: list[str] = []
 
     # ------------------------------------------------------------ drivers
-    def driver(self, *, operations: bool = True) -> Any:
-        """A fresh, set-up driver, as Cinder's volume manager makes one."""
+    def driver(self, *, operations: bool = True,
+               configure: Callable[[Any], None] | None = None) -> Any:
+        """A fresh, set-up driver, as Cinder's volume manager makes one; ``configure``
+        edits it before its set-up, as an operator's configuration would."""
         drv = self._factory()
         missing = [m for m in _OPERATIONS if not callable(getattr(drv, m, None))]
         if operations and missing:
             raise CheckSkipped(f"{type(drv).__name__} lacks driver_kit's operations API "
                                f"({', '.join(missing)}); behaviour checks need it")
+        if configure is not None:
+            configure(drv)
         return set_up(drv)
+
+    def not_supported(self, what: str, exc: BaseException) -> None:
+        """Note that the driver does not offer ``what`` (it raised ``exc``)."""
+        with self._lock:
+            self.unsupported.append(f"{what} ({type(exc).__name__}: {exc})")
 
     def report(self) -> dict[str, Any]:
         """The run's one ``get_volume_stats(refresh=True)`` dict, taken once."""
@@ -146,6 +159,18 @@ class CheckContext:
     def name(self, tag: str) -> str:
         """A volume or snapshot name unique to this run."""
         return f"{self._prefix}-{tag}{next(self._counter)}"
+
+    def unit_gb(self, drv: Any, target: "Target | str") -> int:
+        """The whole GiB of the pool's allocation unit (at least 1): sizes that are whole
+        units, so that every create and extend of a check changes what it should."""
+        name = target if isinstance(target, str) else target.pool_name
+        if self.hooks.read_truth is not None:
+            pool = self.truth(drv).pool(name)
+            unit = pool.allocation_unit_bytes if pool is not None else 1
+        else:  # the driver's own word is all there is (a kit driver's admission unit)
+            says = getattr(drv, "allocation_unit_bytes", None)
+            unit = says(name) if callable(says) else 1
+        return max(1, -(-int(unit) // GiB))
 
     # ------------------------------------------------------------ the truth
     def truth(self, drv: Any) -> BackendTruth:
@@ -318,7 +343,10 @@ def each_target(ctx: CheckContext, drv: Any, one: Callable[[Target], str | None]
         if note:
             done.append(note)
     if not done:
-        raise CheckSkipped("no pool offers this operation with room to test it")
+        if ctx.unsupported:
+            raise CheckSkipped("not supported by the driver: "
+                               + "; ".join(dict.fromkeys(ctx.unsupported)))
+        raise CheckSkipped("no pool has room to test this operation")
     return "; ".join(done)
 
 

@@ -48,7 +48,12 @@ class Expected:
     total_gb: float
     free_gb: float
     provisioned_gb: float
+    #: the volumes of the pool's capacity group (the pool's own when it shares nothing)
     total_volumes: int
+    #: the volumes of the pool itself
+    own_volumes: int
+    #: the snapshots of the pool, their virtual sizes rounded up
+    snapshot_gb: float
     #: for a thin pool; None when the configured ratio is not known
     ratio: float | None
     reserved_percentage: int | None
@@ -80,6 +85,8 @@ def expected_pool(truth: BackendTruth, pool_name: str, settings: Settings, *,
     provisioned = units.bytes_to_gb_up(truth.provisioned_bytes(pool_name))
     return Expected(pool=pool, total_gb=total, free_gb=free, provisioned_gb=provisioned,
                     total_volumes=len(truth.group_volumes(pool_name)),
+                    own_volumes=len(truth.pool_volumes(pool_name)),
+                    snapshot_gb=units.bytes_to_gb_up(truth.snapshot_bytes(pool_name)),
                     ratio=_ratio(settings.ratio, total, free, provisioned) if thin else 1.0,
                     reserved_percentage=settings.reserved_percentage)
 
@@ -137,4 +144,5 @@ def advanced(expected: Expected, settings: Settings, *, size_bytes: int,
     if thin and isinstance(settings.ratio, str):
         ratio = _ratio(settings.ratio, expected.total_gb, free, provisioned)
     return replace(expected, provisioned_gb=provisioned, free_gb=free, ratio=ratio,
-                   total_volumes=expected.total_volumes + 1)
+                   total_volumes=expected.total_volumes + 1,
+                   own_volumes=expected.own_volumes + 1)

@@ -47,7 +47,8 @@ def _check_create_readback(ctx: CheckContext) -> str:
     drv = ctx.driver()
 
     def one(target: Target) -> str | None:
-        size = min(2, ctx.room_gb(drv, target))
+        unit = ctx.unit_gb(drv, target)
+        size = unit * min(2, ctx.room_gb(drv, target) // unit)
         if size < 1:
             return None
         _read_back(ctx, drv, ctx.create(drv, size, target), target, size,
@@ -60,15 +61,16 @@ def _check_extend_readback(ctx: CheckContext) -> str:
     drv = ctx.driver()
 
     def one(target: Target) -> str | None:
-        if ctx.room_gb(drv, target) < 5:
+        unit = ctx.unit_gb(drv, target)  # sizes in whole allocation units
+        if ctx.room_gb(drv, target) < 5 * unit:
             return None
-        volume = ctx.create(drv, 1, target)
-        for was, new in ((1, 3), (3, 5)):  # the second grows by exactly 2 GiB
+        volume = ctx.create(drv, unit, target)
+        for was, new in ((unit, 3 * unit), (3 * unit, 5 * unit)):  # the second grows by 2
             moved_by(ctx, drv, target.pool_name, lambda: drv.extend_volume(volume, new),
                      allocated(target.pool_name, new, was),
                      f"an extend from {was} to {new} GiB on {target}")
             _read_back(ctx, drv, volume, target, new, f"an extend from {was} to {new} GiB")
-        return f"{target}: 1 -> 3 -> 5 GiB"
+        return f"{target}: {unit} -> {3 * unit} -> {5 * unit} GiB"
     return each_target(ctx, drv, one)
 
 
@@ -80,8 +82,9 @@ def _copy_one(ctx: CheckContext, drv: Any, target: Target, what: str, size_gb: i
     try:
         moved_by(ctx, drv, target.pool_name, lambda: copy(name),
                  allocated(target.pool_name, size_gb), f"{what} on {target}")
-    except (NotImplementedError, InvalidInput):
+    except (NotImplementedError, InvalidInput) as exc:
         ctx.done(("volume", name))
+        ctx.not_supported(f"{what} on {target}", exc)
         return None  # not offered for this pool or type
     _read_back(ctx, drv, name, target, size_gb, what)
     ctx.delete(drv, name)
@@ -94,19 +97,22 @@ def _check_copy_readback(ctx: CheckContext) -> str:
         raise CheckSkipped(f"{type(drv).__name__} has no create_cloned_volume")
 
     def one(target: Target) -> str | None:
-        if ctx.room_gb(drv, target) < 3:
+        unit = ctx.unit_gb(drv, target)
+        if ctx.room_gb(drv, target) < 3 * unit:
             return None
-        source = ctx.create(drv, 1, target)
-        done = [_copy_one(ctx, drv, target, "a 2 GiB clone of a 1 GiB volume", 2,
-                          lambda name: drv.create_cloned_volume(name, source, 2))]
+        source, size = ctx.create(drv, unit, target), 2 * unit
+        done = [_copy_one(ctx, drv, target, f"a {size} GiB clone of a {unit} GiB volume",
+                          size, lambda name: drv.create_cloned_volume(name, source, size))]
         try:
             snap = ctx.snapshot(drv, source)
-        except (NotImplementedError, InvalidInput):
+        except (NotImplementedError, InvalidInput) as exc:
+            ctx.not_supported(f"a snapshot on {target}", exc)
             snap = None
         if snap is not None:
-            done.append(_copy_one(ctx, drv, target, "a 2 GiB volume from a snapshot of "
-                                  "1 GiB", 2, lambda name: drv.create_volume_from_snapshot(
-                                      name, snap, 2)))
+            done.append(_copy_one(ctx, drv, target, f"a {size} GiB volume from a snapshot "
+                                  f"of {unit} GiB", size,
+                                  lambda name: drv.create_volume_from_snapshot(
+                                      name, snap, size)))
         return "; ".join(d for d in done if d) or None
     return each_target(ctx, drv, one)
 
@@ -187,13 +193,15 @@ def _returned_size(ctx: CheckContext, drv: Any, volume: str) -> tuple[str, Any] 
 def _check_unaligned_size(ctx: CheckContext) -> str:
     drv = ctx.driver()
     target = first_target(drv)
-    if ctx.room_gb(drv, target) < 5:
-        raise CheckSkipped(f"{target} has no room for 5 GiB")
-    volume = ctx.out_of_band(drv, 2, target.pool_name)
-    ctx.hooks.resize_out_of_band(drv, volume, 2.5)
+    unit = ctx.unit_gb(drv, target)
+    if ctx.room_gb(drv, target) < 5 * unit:
+        raise CheckSkipped(f"{target} has no room for {5 * unit} GiB")
+    volume = ctx.out_of_band(drv, 2 * unit, target.pool_name)
+    ctx.hooks.resize_out_of_band(drv, volume, 2.5 * unit)
     seen = ctx.truth(drv).volume(volume)
-    if seen is None or seen.size_bytes < 2.5 * GiB:
-        raise CheckError(f"after resize_out_of_band to 2.5 GiB the truth shows {seen!r}")
+    if seen is None or seen.size_bytes < 2.5 * unit * GiB:
+        raise CheckError(f"after resize_out_of_band to {2.5 * unit:g} GiB the truth shows "
+                         f"{seen!r}")
     whole = -(-seen.size_bytes // GiB)
     returned = _returned_size(ctx, drv, volume)
     if returned is not None and (type(returned[1]) is not int or returned[1] != whole):
@@ -252,7 +260,7 @@ def _snapshot_of_new_volume(ctx: CheckContext, drv: Any) -> tuple[str, str]:
     try:
         return volume, ctx.snapshot(drv, volume)
     except (NotImplementedError, InvalidInput) as exc:
-        raise CheckSkipped(f"no snapshots on {target}: {exc}") from None
+        raise CheckSkipped(f"snapshots not supported on {target}: {exc}") from None
 
 
 def _check_snapshot_existing(ctx: CheckContext) -> str:
@@ -289,11 +297,12 @@ def _check_delete_snapshot(ctx: CheckContext) -> str:
 def _check_extend_smaller(ctx: CheckContext) -> str:
     drv = ctx.driver()
     target = first_target(drv)
-    if ctx.room_gb(drv, target) < 2:
-        raise CheckSkipped(f"{target} has no room for a 2 GiB volume")
-    volume = ctx.create(drv, 2, target)
-    return refusal(ctx, drv, "an extend of a 2 GiB volume to 1 GiB",
-                   lambda: drv.extend_volume(volume, 1), InvalidSize,
+    unit = ctx.unit_gb(drv, target)
+    if ctx.room_gb(drv, target) < 2 * unit:
+        raise CheckSkipped(f"{target} has no room for a {2 * unit} GiB volume")
+    volume = ctx.create(drv, 2 * unit, target)
+    return refusal(ctx, drv, f"an extend of a {2 * unit} GiB volume to {unit} GiB",
+                   lambda: drv.extend_volume(volume, unit), InvalidSize,
                    "documented: it raises driver_kit.InvalidSize and changes nothing")
 
 

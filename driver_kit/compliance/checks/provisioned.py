@@ -84,9 +84,10 @@ def _check_snapshots_apart(ctx: CheckContext) -> str:
     reported: list[bool] = []
 
     def one(target: Target) -> str | None:
-        if ctx.room_gb(drv, target) < 2:
+        unit = ctx.unit_gb(drv, target)  # a snapshot is admitted at its volume's size
+        if ctx.room_gb(drv, target) < 2 * unit:
             return None
-        volume, snap = ctx.create(drv, 1, target), []
+        volume, snap = ctx.create(drv, unit, target), []
         was = _snapshot_gb(drv, target.pool_name)
         try:
             moved_by(ctx, drv, target.pool_name, lambda: snap.append(ctx.snapshot(drv, volume)),
@@ -94,7 +95,8 @@ def _check_snapshots_apart(ctx: CheckContext) -> str:
         except NotImplementedError as exc:
             ctx.notes["snapshots_supported"] = False
             raise CheckSkipped(f"the driver does not support snapshots ({exc})") from None
-        except InvalidInput:
+        except InvalidInput as exc:
+            ctx.not_supported(f"a snapshot on {target}", exc)
             return None  # this pool or type takes none (thick volumes, say)
         found = ctx.truth(drv).volume(snap[0])
         if found is None or found.snapshot_of not in (volume, ""):
@@ -119,13 +121,15 @@ def _check_out_of_band(ctx: CheckContext) -> str:
     done = []
     for pool_name in dict.fromkeys(t.pool_name for t in targets(drv)):
         name: list[str] = []
+        unit = ctx.unit_gb(drv, pool_name)
         made = moved_by(ctx, drv, pool_name, lambda: name.append(
-            ctx.out_of_band(drv, 2, pool_name)), allocated(pool_name, 2),
-            f"a 2 GiB volume appeared on pool {pool_name!r} outside the driver")
+            ctx.out_of_band(drv, 2 * unit, pool_name)), allocated(pool_name, 2 * unit),
+            f"a {2 * unit} GiB volume appeared on pool {pool_name!r} outside the driver")
         grown = moved_by(
-            ctx, drv, pool_name, lambda: ctx.hooks.resize_out_of_band(drv, name[0], 3),
-            allocated(pool_name, 3, 2),
-            "that volume was resized to 3 GiB outside the driver")
+            ctx, drv, pool_name,
+            lambda: ctx.hooks.resize_out_of_band(drv, name[0], 3 * unit),
+            allocated(pool_name, 3 * unit, 2 * unit),
+            f"that volume was resized to {3 * unit} GiB outside the driver")
         done.append(f"pool {pool_name!r} +{made:g} +{grown:g} GiB")
     return "; ".join(done)
 

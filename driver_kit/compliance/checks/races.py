@@ -10,6 +10,7 @@ than that is a lost race.
 
 from __future__ import annotations
 
+import functools
 import logging
 import multiprocessing
 import queue
@@ -134,14 +135,14 @@ def _check_parallel_threads(ctx: CheckContext) -> str:
     return _races(ctx, drv, THREADS, race, "threads")
 
 
-def _race_in_process(build: Callable[[Any], Callable[[], Any]], spec: Any, tasks: Any,
+def _race_in_process(make: Callable[[], Callable[[], Any]], tasks: Any,
                      barrier: Any, results: Any, index: int, timeout_s: float) -> None:
-    """Child process body: build the driver from its spec, then for each task wait for
-    the others and create."""
+    """Child process body: build the driver (``make()`` gives its factory), then for each
+    task wait for the others and create."""
     logging.getLogger().addHandler(logging.NullHandler())  # refusals are expected here
     failure = ""
     try:
-        drv = set_up(build(spec)())
+        drv = set_up(make()())
     except BaseException as exc:  # reported to the parent, never raised in a child
         drv, failure = None, f"{type(exc).__name__}: {exc}"
     while (task := tasks.get(timeout=timeout_s)) is not None:
@@ -155,17 +156,27 @@ def _race_in_process(build: Callable[[Any], Callable[[], Any]], spec: Any, tasks
         results.put((index, outcome))
 
 
+def _given(factory: Callable[[], Any]) -> Callable[[], Any]:
+    return factory
+
+
 class _Workers:
     """``PROCESSES`` child processes that race on command, round after round."""
 
     def __init__(self, ctx: CheckContext) -> None:
         self.ctx = ctx
-        mp = multiprocessing.get_context("spawn")
+        if ctx.spec is not None and ctx.build is not None:
+            # a fresh interpreter builds the driver by name, as another service would
+            mp = multiprocessing.get_context("spawn")
+            make: Callable[[], Callable[[], Any]] = functools.partial(ctx.build, ctx.spec)
+        else:  # a factory cannot be named: the children are forked with it
+            mp = multiprocessing.get_context("fork")
+            make = functools.partial(_given, ctx.factory)
         self.barrier, self.results = mp.Barrier(PROCESSES), mp.Queue()
         self.tasks = [mp.Queue() for _ in range(PROCESSES)]
         self.procs = [mp.Process(target=_race_in_process, daemon=True,
                                  name=f"driver-kit-proc-{i}",
-                                 args=(ctx.build, ctx.spec, self.tasks[i], self.barrier,
+                                 args=(make, self.tasks[i], self.barrier,
                                        self.results, i, ctx.remaining_s() / 2))
                       for i in range(PROCESSES)]
         for proc in self.procs:
@@ -199,9 +210,6 @@ class _Workers:
 
 
 def _check_parallel_processes(ctx: CheckContext) -> str:
-    if ctx.spec is None or ctx.build is None:
-        raise CheckSkipped("no importable driver spec (module:Class + config file): child "
-                           "processes cannot rebuild the driver")
     drv = ctx.driver()
     workers = _Workers(ctx)
     unseen: list[str] = []

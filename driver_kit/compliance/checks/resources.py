@@ -9,6 +9,7 @@ from typing import Any, Callable
 
 import psutil
 
+from driver_kit import InvalidInput
 from driver_kit.compliance.checks.base import (Check, CheckContext, CheckFailed, Target,
                                                behaviour, first_target)
 
@@ -18,12 +19,13 @@ CONFIRMING_ROUNDS = 2  # rounds that must each grow the count again before a lea
 
 
 def _exercise(ctx: CheckContext, drv: Any, target: Target) -> Callable[[], None]:
-    """One round of every operation, within 2 GiB of room (snapshots are admitted for
-    their volume's size); the first round finds out whether snapshots work."""
+    """One round of every operation, within 2 allocation units of room (snapshots are
+    admitted for their volume's size); the first round finds out whether snapshots work."""
     snapshots: list[bool] = []
+    unit = ctx.unit_gb(drv, target)
 
     def cycle() -> None:
-        volume = ctx.create(drv, 1, target, tag="cyc")
+        volume = ctx.create(drv, unit, target, tag="cyc")
         drv.get_volume_stats(refresh=True)
         if not snapshots or snapshots[0]:
             snap = ctx.name("cycsnap")
@@ -32,10 +34,10 @@ def _exercise(ctx: CheckContext, drv: Any, target: Target) -> Callable[[], None]
                 drv.create_snapshot(snap, volume)
                 snapshots[:] = [True]
                 drv.delete_snapshot(snap)
-            except NotImplementedError:
+            except (NotImplementedError, InvalidInput):
                 snapshots[:] = [False]
             ctx.done(("snapshot", snap))
-        drv.extend_volume(volume, 2)
+        drv.extend_volume(volume, 2 * unit)
         ctx.delete(drv, volume)
         drv.get_volume_stats(refresh=True)
     return cycle

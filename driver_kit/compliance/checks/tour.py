@@ -17,7 +17,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from driver_kit import CapacityExceeded, InvalidInput
+from driver_kit import CapacityExceeded, GiB, InvalidInput
 from driver_kit.compliance.checks.base import CheckContext, Target, targets
 from driver_kit.compliance.checks.expect import Settings, settings_of
 from driver_kit.compliance.checks.truth import agrees
@@ -29,7 +29,7 @@ __all__ = ["Decision", "Observation", "Tour", "walk"]
 SNAPSHOTS_PER_VOLUME = 4
 #: creates near the cap before the tour gives up reaching it
 MAX_FILL_STEPS = 40
-#: below this much room (GiB) the cap is reached with 1 GiB creates
+#: below this many allocation units of room the cap is reached one unit at a time
 SMALL_ROOM_GB = 8
 
 
@@ -109,12 +109,16 @@ class _Walk:
     # ------------------------------------------------------------ the states
     def scale(self, target: Target, others: list[Target]) -> None:
         self.made_here = []
-        count = min(self.ctx.scale, self.ctx.room_gb(self.drv, target))
+        unit = self.ctx.unit_gb(self.drv, target)
+        pool = self.ctx.truth(self.drv).pool(target.pool_name)
+        taken = pool.allocated_bytes(unit * GiB) if pool is not None else unit * GiB
+        # each volume takes whole allocation units: 1 GiB may take 1.5 GiB of 768 MiB units
+        count = min(self.ctx.scale, self.ctx.room_gb(self.drv, target) * GiB // taken)
         for _ in range(count):
-            self.create(1, target)
+            self.create(unit, target)
         for other in others:  # a thin+thick pool holds both kinds
-            if self.ctx.room_gb(self.drv, other) >= 1:
-                self.create(1, other)
+            if self.ctx.room_gb(self.drv, other) >= unit:
+                self.create(unit, other)
         self.observe(f"{target}: {len(self.made_here)} volumes")
 
     def snapshot_some(self, target: Target) -> None:
@@ -133,21 +137,23 @@ class _Walk:
     def out_of_band(self, target: Target) -> None:
         if not (self.ctx.hooks.create_out_of_band and self.ctx.hooks.resize_out_of_band):
             return
-        name = self.ctx.out_of_band(self.drv, 1, target.pool_name)
+        unit = self.ctx.unit_gb(self.drv, target)
+        name = self.ctx.out_of_band(self.drv, unit, target.pool_name)
         self.oob.append(name)
-        self.observe(f"{target}: a 1 GiB volume made out of band")
-        self.ctx.hooks.resize_out_of_band(self.drv, name, 2)
-        self.observe(f"{target}: that volume resized to 2 GiB out of band")
+        self.observe(f"{target}: a {unit} GiB volume made out of band")
+        self.ctx.hooks.resize_out_of_band(self.drv, name, 2 * unit)
+        self.observe(f"{target}: that volume resized to {2 * unit} GiB out of band")
 
     def over_subscribe(self, target: Target) -> None:
         expected = self.ctx.expected(self.drv, target)
-        need = int(expected.total_gb - expected.provisioned_gb) + 1
+        unit = self.ctx.unit_gb(self.drv, target)
+        need = -(-(int(expected.total_gb - expected.provisioned_gb) + 1) // unit) * unit
         if target.thin and need >= 1 and need <= self.ctx.room_gb(self.drv, target):
             self.create(need, target)
             self.observe(f"{target}: over-subscribed")
 
     def fill(self, target: Target) -> None:
-        last_room = None
+        last_room, unit = None, self.ctx.unit_gb(self.drv, target)
         for _ in range(MAX_FILL_STEPS):
             truth = self.ctx.truth(self.drv)
             room = self.ctx.room_gb(self.drv, target, truth)
@@ -156,7 +162,8 @@ class _Walk:
                                        f"(max_over_subscription_ratio = auto): not reached")
                 break
             last_room = room
-            size = room // 2 if room >= SMALL_ROOM_GB else 1
+            size = max(1, room // 2 // unit) * unit if room >= SMALL_ROOM_GB * unit \
+                else unit
             decision = self.ctx.must_admit(self.drv, target, size, truth)
             label = f"a {size} GiB create on {target} with {room} GiB of room"
             try:
