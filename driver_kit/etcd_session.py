@@ -107,8 +107,8 @@ class EtcdSession:
         except CoordinationError:
             raise
         except Exception as exc:  # connection refused, timeout, a 5xx, bad JSON
-            cause = str(exc) or str(getattr(exc, "detail_text", "") or "") or (
-                f"no answer within {self.settings.request_timeout_s:g} s")
+            cause = " ".join(filter(None, (str(exc), str(getattr(exc, "detail_text", "") or "")))
+                             ) or f"no answer within {self.settings.request_timeout_s:g} s"
             raise CoordinationError(
                 f"coordination backend {self.settings.redacted}: {what} failed: "
                 f"{type(exc).__name__}: {redact_text(cause, self.settings.url)}") from exc
