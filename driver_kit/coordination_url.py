@@ -67,9 +67,21 @@ class CoordinationSettings:
 
     @property
     def request_timeout_s(self) -> float:
-        """One etcd call longer than this fails (a third of the lease, so a heartbeat
-        that times out still leaves time for the next before the lease ends)."""
-        return max(0.5, self.lease_s / 3)
+        """One etcd call longer than this fails: a third of the lease (a heartbeat that
+        times out leaves time for the next before the lease ends), 3 s at most."""
+        return max(0.5, min(self.lease_s / 3, 3.0))
+
+    @property
+    def heartbeat_s(self) -> float:
+        """How often the lease is renewed: a third of it, at least every 2 s, so a lease
+        lost (etcd restarted empty, a pause) is found and written back soon."""
+        return min(self.lease_s / 3, 2.0)
+
+    @property
+    def settle_s(self) -> int:
+        """How long a new (or emptied) capacity group admits nothing: time for every
+        host's heartbeat to find its lease gone and write back what it has in flight."""
+        return min(self.lease_s, math.ceil(self.heartbeat_s + 3 * self.request_timeout_s + 1))
 
     @property
     def redacted(self) -> str:

@@ -209,7 +209,7 @@ class EtcdSession:
             self._thread.start()
 
     def _beat(self) -> None:
-        period_s = self.settings.lease_s / 3
+        period_s = self.settings.heartbeat_s
         failing_since = None
         while not self._stop.wait(period_s if failing_since is None else min(period_s, 0.5)):
             try:
@@ -251,7 +251,7 @@ class EtcdSession:
         for group, reservations in by_group.items():
             identity = reservations[0].value.get("identity", "")
             writes = [put(r.key, r.value, lease) for r in reservations]
-            settle_lease = self.grant(self.settings.lease_s)
+            settle_lease = self.grant(self.settings.settle_s)
             self.txn("writing back reservations",
                      [{"key": b64(group + GENERATION), "result": "EQUAL",
                        "target": "VERSION", "version": "0"}],

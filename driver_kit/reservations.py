@@ -141,7 +141,7 @@ class ReservationAdmission:
         (etcd unreachable, too slow, or the lease gone before the command).
         """
         session = self.session
-        deadline = time.monotonic() + 2 * self.settings.lease_s
+        deadline = time.monotonic() + self.settings.settle_s + 10 * self.settings.request_timeout_s
         if self._facts is None:
             self._facts = driver._read_pools_or_raise()  # which group: only the first time
         pool, _, _ = plan(self._facts)
@@ -205,15 +205,15 @@ class ReservationAdmission:
                 raise CoordinationError(
                     f"coordination backend {self.settings.redacted}: capacity group "
                     f"{identity} still settling (new or emptied etcd: hosts write back "
-                    f"what they had in flight for one lease)")
+                    f"what they had in flight)")
             time.sleep(SETTLE_POLL_S)
 
     def _start_group(self, session: Any, group: str, identity: str) -> None:
         LOG.warning("coordination backend %s: capacity group %s has no generation (new or "
-                    "emptied etcd): admissions wait one lease (%d s) for hosts to write back "
+                    "emptied etcd): admissions wait %d s for hosts to write back "
                     "reservations in flight", self.settings.redacted, identity,
-                    self.settings.lease_s)
-        settle_lease = session.grant(self.settings.lease_s)
+                    self.settings.settle_s)
+        settle_lease = session.grant(self.settings.settle_s)
         session.txn("starting a capacity group",
                     [{"key": b64(group + GENERATION), "result": "EQUAL", "target": "VERSION",
                       "version": "0"}], group_created(group, identity, settle_lease))
