@@ -60,12 +60,14 @@ KIT_OPTS = [
                     "to a driver_kit-locks directory in the system temporary directory. "
                     "Every process sharing a pool must use the same path."),
     cfg.StrOpt("coordination_backend_url", secret=True,
-               help="tooz URL of a coordination service shared by every host serving "
-                    "this backend (etcd3+http://host:2379, redis://host:6379, "
-                    "zookeeper://host:2181, file:///shared/dir). When set, admissions "
-                    "are serialised across hosts by a lock there instead of the local "
-                    "file lock; when unset, [coordination] backend_url is used as Cinder "
-                    "does, and without either admissions are serialised per host only."),
+               help="URL of a coordination service shared by every host serving this "
+                    "backend. etcd3+http://host:2379?timeout=30 (or etcd3+https): "
+                    "admissions commit reservations in etcd by compare-and-swap, bound "
+                    "to the host's lease of 'timeout' seconds (no lock across backend "
+                    "commands); redis://, zookeeper://, file:///shared/dir: a tooz lock "
+                    "per backend. When unset, [coordination] backend_url is used as "
+                    "Cinder does, and without either admissions are serialised per host "
+                    "only. A secret: its credentials never show in messages or logs."),
     cfg.FloatOpt("capacity_warning_used_percent", default=90.0,
                  help="Send a capacity notification when a pool's used capacity exceeds "
                       "this percentage of its total (0..100)."),

@@ -33,7 +33,7 @@ from typing import Any, Callable, Mapping, Protocol
 from driver_kit.coordination_url import CoordinationSettings, parse_coordination_url
 from driver_kit.etcd_session import (GENERATION, RESERVATIONS, ROOT, SETTLING, Reservation,
                                      b64, group_created, put, session_for, unb64)
-from driver_kit.exceptions import CoordinationError
+from driver_kit.exceptions import CoordinationError, InvalidInput
 
 __all__ = ["ReservationAdmission", "ReservationHooks", "group_directory", "reservations_for"]
 
@@ -83,9 +83,13 @@ class ReservationHooks:
     def reservation_shown(self: Any, target: Mapping[str, Any]) -> bool:
         """Whether the backend shows what a reservation was for (a volume of at least
         its size, or the snapshot): then the backend's own figures count it."""
+        try:  # names come from etcd: only a valid one reaches the backend
+            name = self.validate_name(target["name"])
+        except InvalidInput:
+            return False  # never shown: it stays counted until its lease ends
         find = self.backend_find_snapshot if target["kind"] == "snapshot" \
             else self.backend_find_volume
-        found = find(target["name"])
+        found = find(name)
         return found is not None and found.size_bytes >= target["size_bytes"]
 
 
@@ -108,7 +112,21 @@ class _GroupView:
             elif key == group + SETTLING:
                 self.settling = True
             elif key.startswith(group + RESERVATIONS):
-                self.reservations.append(Reservation(group, key, json.loads(unb64(kv["value"]))))
+                self.reservations.append(Reservation(group, key, _checked(key, kv)))
+
+
+def _checked(key: str, kv: dict[str, Any]) -> dict[str, Any]:
+    """A reservation's value, or CoordinationError: one that cannot be counted refuses
+    the admission (fail closed), whoever wrote it."""
+    try:
+        value = json.loads(unb64(kv["value"]))
+        if not (isinstance(value["name"], str) and value["kind"] in ("volume", "snapshot")
+                and type(value["size_bytes"]) is int and float(value["gb"]) >= 0):
+            raise ValueError("unexpected fields")
+        return value
+    except (KeyError, TypeError, ValueError) as exc:
+        raise CoordinationError(f"reservation {key} cannot be read ({exc}): refusing to "
+                                f"admit past what it may hold") from None
 
 
 class _InFlight:

@@ -9,6 +9,7 @@ is gone returns within its bound. URLs admission cannot use are refused when
 the driver is set up, in one line.
 """
 
+import json
 import logging
 import multiprocessing
 import os
@@ -21,7 +22,7 @@ import etcd3gw
 import pytest
 from etcd3gw.lease import Lease
 
-from driver_kit import CapacityExceeded, load_backend_config
+from driver_kit import CapacityExceeded, GiB, load_backend_config
 from driver_kit.exceptions import ConfigError, CoordinationError
 from driver_kit.coordination import stop_coordinators
 from tests.etcd_server import run_etcd
@@ -241,3 +242,34 @@ def test_setup_refuses_a_lease_shorter_than_the_backend_command_timeout(tmp_path
         TimedDriver(load_backend_config(overrides=overrides), str(tmp_path / "vols"))
     overrides["coordination_backend_url"] = "etcd3+http://127.0.0.1:2379/?timeout=120"
     TimedDriver(load_backend_config(overrides=overrides), str(tmp_path / "vols"))  # no I/O
+
+
+def _put_reservation(url, identity, key, value):
+    from driver_kit.reservations import group_directory
+
+    where = urlsplit(url.split("+", 1)[1])
+    client = etcd3gw.client(host=where.hostname, port=where.port)
+    client.put(f"{group_directory(identity)}reservations/{key}", value)
+
+
+def test_a_reservation_from_etcd_is_checked_before_it_is_counted_or_reaches_the_backend(
+        etcd, tmp_path):
+    url, _ = etcd
+    (tmp_path / "vols").write_text("base 16\n")
+    driver = _driver(tmp_path, 0, url, create_delay_s=0)
+    driver.create_volume("v", 1)
+    asked = []
+    find = driver.backend_find_volume
+    driver.backend_find_volume = lambda name: asked.append(name) or find(name)
+    identity = "SlowFileDriver#mem"
+    # a name the backend would refuse is never passed to it, and stays counted
+    _put_reservation(url, identity, "hostile", json.dumps(
+        {"name": "--all; rm", "kind": "volume", "size_bytes": 2 * GiB, "gb": 2}))
+    with pytest.raises(CapacityExceeded, match="in flight 2 GiB"):
+        driver.create_volume("w", 2)
+    assert "--all; rm" not in asked
+    # one that cannot be read refuses the admission: what it holds is unknown
+    _put_reservation(url, identity, "garbled", "{not json")
+    with pytest.raises(CoordinationError, match="cannot be read"):
+        driver.create_volume("x", 1)
+    assert _sizes(tmp_path) == {"base": "16", "v": "1"}
