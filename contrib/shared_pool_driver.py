@@ -34,6 +34,7 @@ import fcntl
 import json
 import os
 import time
+import uuid
 from typing import Any, Iterator
 
 from oslo_config import cfg
@@ -232,6 +233,14 @@ class DiskGroupArray:
         with self._state(write=True) as state:
             state.setdefault("others", {}).pop(name, None)
 
+    def serial(self) -> str:
+        """The array's serial number, made once when first asked (as a WWN is burnt in)."""
+        serial = self.load().get("serial")
+        if serial is None:
+            with self._state(write=True, request=False) as state:
+                serial = state.setdefault("serial", uuid.uuid4().hex)
+        return serial
+
     def set_faults(self, **faults: Any) -> None:
         """The array's own fault injection (service mode); no argument clears it."""
         with self._state(write=True, request=False) as state:
@@ -281,6 +290,7 @@ class SharedPoolDriver(VolumeDriver):
         if unknown or not self.pools:
             raise ConfigError(f"[{conf.backend}] shared_pools must name pools of the array "
                               f"({', '.join(POOLS)}), got {conf.get('shared_pools')!r}")
+        self._serial: str | None = None
 
     def do_setup(self) -> None:
         os.makedirs(self.array.directory, exist_ok=True)
@@ -290,6 +300,12 @@ class SharedPoolDriver(VolumeDriver):
 
     def capacity_group(self, pool_name: str) -> str:
         return DISK_GROUP
+
+    def capacity_group_identity(self, pool: PoolFacts) -> str:
+        # the array's own serial: hosts that name its section differently share it
+        if self._serial is None:
+            self._serial = self.array.serial()
+        return f"SharedPoolDriver:{self._serial}:{DISK_GROUP}"
 
     # ------------------------------------------------------------------ facts
     def list_all(self) -> list[dict[str, Any]]:

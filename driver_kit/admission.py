@@ -7,8 +7,10 @@ records its claim. While other threads of the same process are queued for the
 same backend, the external lock is handed on without being released, so they may
 share the fresh read: every claim made since the read is added as in flight
 (Placement's generation idea), and no other process can have changed the pools.
-With a coordination URL the external lock is a tooz lock shared by every host
-(driver_kit.coordination), held the same way; without one, the file lock.
+With a redis/zookeeper/file coordination URL the external lock is a tooz lock
+shared by every host (driver_kit.coordination), held the same way; without one,
+the file lock. An etcd URL does not come here: it admits through reservations
+(driver_kit.reservations), with no lock across hosts.
 The lock covers every pool of a backend because one fresh read serves them all.
 """
 

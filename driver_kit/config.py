@@ -16,6 +16,7 @@ from typing import Any, Iterable, Sequence
 from oslo_config import cfg
 
 from driver_kit import capacity
+from driver_kit.coordination_url import parse_coordination_url
 from driver_kit.exceptions import ConfigError, InvalidInput
 
 __all__ = ["BackendConfig", "KIT_OPTS", "DEFAULT_OPTS", "list_opts", "load_backend_config",
@@ -58,13 +59,15 @@ KIT_OPTS = [
                help="Directory for the per-pool inter-process admission locks; defaults "
                     "to a driver_kit-locks directory in the system temporary directory. "
                     "Every process sharing a pool must use the same path."),
-    cfg.StrOpt("coordination_backend_url",
-               help="tooz URL of a coordination service shared by every host serving "
-                    "this backend (etcd3+http://host:2379, redis://host:6379, "
-                    "zookeeper://host:2181, file:///shared/dir). When set, admissions "
-                    "are serialised across hosts by a lock there instead of the local "
-                    "file lock; when unset, [coordination] backend_url is used as Cinder "
-                    "does, and without either admissions are serialised per host only."),
+    cfg.StrOpt("coordination_backend_url", secret=True,
+               help="URL of a coordination service shared by every host serving this "
+                    "backend. etcd3+http://host:2379?timeout=30 (or etcd3+https): "
+                    "admissions commit reservations in etcd by compare-and-swap, bound "
+                    "to the host's lease of 'timeout' seconds (no lock across backend "
+                    "commands); redis://, zookeeper://, file:///shared/dir: a tooz lock "
+                    "per backend. When unset, [coordination] backend_url is used as "
+                    "Cinder does, and without either admissions are serialised per host "
+                    "only. A secret: its credentials never show in messages or logs."),
     cfg.FloatOpt("capacity_warning_used_percent", default=90.0,
                  help="Send a capacity notification when a pool's used capacity exceeds "
                       "this percentage of its total (0..100)."),
@@ -193,6 +196,12 @@ def load_backend_config(conf: cfg.ConfigOpts | None = None, backend: str = "defa
             raise bad(name, "must be a percentage >= 0")
     if values["stats_timeout"] is None or values["stats_timeout"] <= 0:
         raise bad("stats_timeout", "must be a positive number of seconds")
+    url = values["coordination_backend_url"] or _coordination_section_url(conf)
+    if url:
+        try:
+            parse_coordination_url(url)
+        except ConfigError as exc:
+            raise ConfigError(f"[{backend}] {exc}") from None
     return BackendConfig(
         backend=backend, volume_driver=values["volume_driver"],
         volume_backend_name=values["volume_backend_name"] or backend,
@@ -204,15 +213,14 @@ def load_backend_config(conf: cfg.ConfigOpts | None = None, backend: str = "defa
         capacity_warning_provisioned_percent=float(
             values["capacity_warning_provisioned_percent"]),
         stats_timeout=float(values["stats_timeout"]),
-        coordination_backend_url=(values["coordination_backend_url"]
-                                  or _coordination_section_url(conf)),
+        coordination_backend_url=url,
         options=conf[backend])
 
 
 def _coordination_section_url(conf: cfg.ConfigOpts) -> str | None:
     """Cinder's ``[coordination] backend_url``, when the files set it."""
     try:
-        conf.register_opt(cfg.StrOpt("backend_url"), group="coordination")
+        conf.register_opt(cfg.StrOpt("backend_url", secret=True), group="coordination")
     except cfg.DuplicateOptError:
         pass
     return _read(conf, "coordination", "backend_url") or None

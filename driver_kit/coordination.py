@@ -1,11 +1,12 @@
-"""Admission locks across hosts through a coordination service (tooz), failing closed.
+"""Coordination URLs (checked, redacted) and admission locks through tooz, failing closed.
 
-When ``coordination_backend_url`` is set, the admission lock of a backend is a
-tooz lock (etcd3+http://, redis://, zookeeper://, file://), as Cinder's
-active-active clusters use. The coordinator starts on first use (no I/O in
-constructors) with heartbeats, so a killed holder's lock expires with its lease.
-Any failure to reach the service, to get the lock in time, or to keep it is a
-CoordinationError naming the URL: the request is refused, nothing is created.
+An ``etcd3+http(s)://`` URL admits through reservations in etcd
+(driver_kit.reservations): no lock is held across a backend command. Any other
+known scheme (redis://, zookeeper://, file://) keeps a tooz lock per backend,
+as Cinder's active-active clusters use: the coordinator starts on first use
+with heartbeats, so a killed holder's lock expires with its lease. Any failure
+to reach the service, to get the lock in time, or to keep it is a
+CoordinationError naming the URL with its secrets redacted.
 """
 
 from __future__ import annotations
@@ -16,10 +17,14 @@ import threading
 import uuid
 from typing import Any
 
+from driver_kit.coordination_url import (CoordinationSettings, parse_coordination_url,
+                                         redact_text, redact_url)
+from driver_kit.etcd_session import close_sessions
 from driver_kit.exceptions import CoordinationError
 from driver_kit.stats import is_number
 
-__all__ = ["CoordinatedLock", "coordinator_for", "stop_coordinators"]
+__all__ = ["CoordinatedLock", "CoordinationSettings", "coordinator_for",
+           "parse_coordination_url", "redact_url", "stop_coordinators"]
 
 LOG = logging.getLogger(__name__)
 
@@ -43,7 +48,8 @@ def coordinator_for(url: str) -> object:
                 coordinator.start(start_heart=True)
             except Exception as exc:
                 raise CoordinationError(
-                    f"coordination backend {url} unreachable: {exc}") from exc
+                    f"coordination backend {redact_url(url)} unreachable: "
+                    f"{type(exc).__name__}: {redact_text(str(exc), url)}") from exc
             _COORDINATORS[url] = coordinator
         return coordinator
 
@@ -62,10 +68,10 @@ def stop_coordinators(url: str | None = None, *, timeout_s: float = STOP_TIMEOUT
     """
     if not (is_number(timeout_s) and math.isfinite(timeout_s) and timeout_s > 0):
         raise ValueError(f"timeout_s must be a positive number of seconds, got {timeout_s!r}")
+    left_behind = close_sessions(url, timeout_s=timeout_s)  # etcd: our own lease
     with _COORDINATORS_LOCK:
         urls = [url] if url is not None else list(_COORDINATORS)
         stopping = [(u, _COORDINATORS.pop(u)) for u in urls if u in _COORDINATORS]
-    left_behind = []
     for where, coordinator in stopping:
         stopper = threading.Thread(target=_stop_quietly, args=(coordinator,), daemon=True,
                                    name=f"stop-coordinator {where}")
@@ -73,7 +79,8 @@ def stop_coordinators(url: str | None = None, *, timeout_s: float = STOP_TIMEOUT
         stopper.join(timeout_s)
         if stopper.is_alive():
             LOG.warning("coordinator of %s did not stop within %g s (its heartbeat is "
-                        "retrying a service that does not answer); left behind", where, timeout_s)
+                        "retrying a service that does not answer); left behind",
+                        redact_url(where), timeout_s)
             left_behind.append(where)
     return left_behind
 
@@ -124,6 +131,7 @@ class CoordinatedLock:
         self.name = name
         self.timeout_s = timeout_s
         self._lock = None
+        self._shown = redact_url(url)
 
     def acquire(self) -> None:
         """Take the lock within the timeout, or raise CoordinationError naming the URL."""
@@ -134,10 +142,11 @@ class CoordinatedLock:
             raise
         except Exception as exc:
             raise CoordinationError(
-                f"coordination backend {self.url}: cannot take lock {self.name}: {exc}"
+                f"coordination backend {self._shown}: cannot take lock {self.name}: "
+                f"{type(exc).__name__}: {redact_text(str(exc), self.url)}"
             ) from exc
         if not got:
-            raise CoordinationError(f"coordination backend {self.url}: lock {self.name} "
+            raise CoordinationError(f"coordination backend {self._shown}: lock {self.name} "
                                     f"not granted within {self.timeout_s:g} s")
         self._lock = lock
 
@@ -155,9 +164,9 @@ class CoordinatedLock:
             held = lock is not None and still_owner(lock)
         except Exception as exc:
             raise CoordinationError(
-                f"coordination backend {self.url}: lock {self.name} lost: {exc}") from exc
+                f"coordination backend {self._shown}: lock {self.name} lost: {exc}") from exc
         if not held:
-            raise CoordinationError(f"coordination backend {self.url}: lock {self.name} lost "
+            raise CoordinationError(f"coordination backend {self._shown}: lock {self.name} lost "
                                     f"(its lease ended or the lock was broken)")
 
     def release(self) -> None:
@@ -165,4 +174,4 @@ class CoordinatedLock:
         lock, self._lock = self._lock, None
         if lock is not None and not lock.release():
             raise CoordinationError(
-                f"coordination backend {self.url}: lock {self.name} was lost before release")
+                f"coordination backend {self._shown}: lock {self.name} was lost before release")

@@ -28,6 +28,7 @@ from driver_kit.config import BackendConfig, load_backend_config
 from driver_kit.exceptions import (BackendTimeout, BackendUnavailable, CapacityExceeded,
                                    InvalidInput, InvalidSize, PoolNotFound,
                                    SnapshotNotFound, VolumeNotFound)
+from driver_kit.reservations import ReservationHooks, reservations_for
 from driver_kit.notifications import Notifier, log_notifier, notify_capacity
 from driver_kit.stats import (BackendStats, PoolFacts, PoolStats, build_pool_stats,
                               down_pool_stats, validate_stats)
@@ -88,7 +89,7 @@ def provisioning_type(extra_specs: Mapping[str, Any] | None) -> str | None:
     return wanted
 
 
-class VolumeDriver(abc.ABC):
+class VolumeDriver(ReservationHooks, abc.ABC):
     """Base class of every driver; subclasses implement the ``backend_*`` hooks.
 
     Sizes at this API are whole GiB; facts from the backend are integer bytes.
@@ -109,9 +110,12 @@ class VolumeDriver(abc.ABC):
         self.configuration = configuration or load_backend_config(
             extra_opts=self.OPTIONS)
         self.notifier: Notifier = notifier or log_notifier
-        self._gate = AdmissionGate(
-            self.configuration.lock_path,
-            coordination_url=getattr(self.configuration, "coordination_backend_url", None))
+        url = getattr(self.configuration, "coordination_backend_url", None)
+        # etcd: reservations, no lock across hosts; another service: its tooz lock
+        self._reservations = reservations_for(
+            url, command_timeout_s=self.backend_command_timeout_s())
+        self._gate = AdmissionGate(self.configuration.lock_path, coordination_url=None
+                                   if self._reservations else url)
         self._stats: dict[str, Any] | None = None
         self._stats_lock = threading.Lock()
         self._known_pools: tuple[str, ...] = ()
@@ -327,22 +331,33 @@ class VolumeDriver(abc.ABC):
         return -(-size_bytes // unit) * unit / GiB
 
     def _guarded(self, pool_key: str | None, extra_specs: Mapping[str, Any] | None,
-                 size_bytes: int, action: Callable[[PoolFacts, bool], None], *,
+                 target: tuple[str, str, int], action: Callable[[PoolFacts, bool], None], *,
                  from_bytes: int = 0) -> None:
-        """Admit growing a volume from ``from_bytes`` (0: a new one) to ``size_bytes`` on
-        the chosen pool under its lock, in the pool's allocation units, then run
-        ``action``. Exact bytes: an LV of 500 MiB grown to 2 GiB takes 1.5 GiB more."""
+        """Admit ``target`` (kind, name, size in bytes), growing from ``from_bytes`` (0: a
+        new one), on the chosen pool in its allocation units, then run ``action``: under
+        the backend's lock, or through a reservation in etcd. Exact bytes: an LV of
+        500 MiB grown to 2 GiB takes 1.5 GiB more."""
         wanted = provisioning_type(extra_specs)
-        with self._gate.hold(self.configuration.backend, self._read_pools_or_raise,
-                             owner=self) as session:
-            pool = self._choose_pool(session.facts, pool_key, wanted)
+        kind, name, size_bytes = target
+
+        def plan(facts: Sequence[PoolFacts]) -> tuple[PoolFacts, bool, float]:
+            pool = self._choose_pool(facts, pool_key, wanted)
             thin = pool.thin_provisioning_support if wanted is None else wanted == "thin"
             if thin and not pool.thin_provisioning_support or \
                     not thin and not pool.thick_provisioning_support:
                 raise InvalidInput(f"pool {pool.pool_name} does not support "
                                    f"{'thin' if thin else 'thick'} provisioning")
-            needed = self._allocated_gb(pool.pool_name, size_bytes) \
+            return pool, thin, self._allocated_gb(pool.pool_name, size_bytes) \
                 - self._allocated_gb(pool.pool_name, from_bytes)
+
+        if self._reservations is not None:
+            self._reservations.run(self, plan, {"kind": kind, "name": name,
+                                                "size_bytes": size_bytes}, action)
+            self._invalidate()
+            return
+        with self._gate.hold(self.configuration.backend, self._read_pools_or_raise,
+                             owner=self) as session:
+            pool, thin, needed = plan(session.facts)
             self._admit(session, pool, needed, thin)
             session.confirm_held()  # fail closed: a lock lost since the read runs nothing
             try:
@@ -379,7 +394,7 @@ class VolumeDriver(abc.ABC):
             chosen.append(VolumeInfo(name=name, size_gb=size_gb, pool_name=pool.pool_name,
                                      thin=thin))
 
-        self._guarded(pool_name, extra_specs, size_gb * GiB, create)
+        self._guarded(pool_name, extra_specs, ("volume", name, size_gb * GiB), create)
         return chosen[0]
 
     def delete_volume(self, name: str) -> None:
@@ -404,7 +419,7 @@ class VolumeDriver(abc.ABC):
             raise InvalidSize(f"new size {new_size_gb} GiB must exceed the current size "
                               f"{_exact_gib(volume.size_bytes)} of volume {name!r}")
         spec = {"provisioning:type": "thin" if volume.thin else "thick"}
-        self._guarded(volume.pool_name, spec, new_size_gb * GiB,
+        self._guarded(volume.pool_name, spec, ("volume", name, new_size_gb * GiB),
                       lambda pool, thin: self.backend_extend_volume(name, new_size_gb),
                       from_bytes=volume.size_bytes)
         return VolumeInfo(name=name, size_gb=new_size_gb, pool_name=volume.pool_name,
@@ -419,7 +434,7 @@ class VolumeDriver(abc.ABC):
         name = self.validate_name(name)
         volume = self._get_volume(self.validate_name(volume_name))
         spec = {"provisioning:type": "thin" if volume.thin else "thick"}
-        self._guarded(volume.pool_name, spec, volume.size_gb * GiB,
+        self._guarded(volume.pool_name, spec, ("snapshot", name, volume.size_gb * GiB),
                       lambda pool, thin: self.backend_create_snapshot(name, volume))
         return VolumeInfo(name=name, size_gb=volume.size_gb, pool_name=volume.pool_name,
                           thin=volume.thin, size_bytes=volume.size_bytes)
@@ -463,7 +478,8 @@ class VolumeDriver(abc.ABC):
             raise InvalidSize(f"size {size} GiB is smaller than the source's "
                               f"{_exact_gib(source.size_bytes)}")
         spec = {"provisioning:type": "thin" if source.thin else "thick"}
-        self._guarded(source.pool_name, spec, size * GiB, lambda pool, thin: action(size))
+        self._guarded(source.pool_name, spec, ("volume", name, size * GiB),
+                      lambda pool, thin: action(size))
         return VolumeInfo(name=name, size_gb=size, pool_name=source.pool_name,
                           thin=source.thin)
 

@@ -145,6 +145,10 @@ class ThinLVMDriver(ManageMixin, VolumeDriver):
         self._unfinished: dict[str, tuple[str, str]] = {}
         self._unfinished_lock = threading.Lock()
 
+    def backend_command_timeout_s(self) -> float | None:
+        """Every LVM command is stopped at ``lvm_command_timeout``."""
+        return float(self.configuration.get("lvm_command_timeout", 120.0))
+
     # ------------------------------------------------------------------ setup
     def do_setup(self) -> None:
         """Create the thin pool when it is missing and config allows it.

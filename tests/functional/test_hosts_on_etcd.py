@@ -27,7 +27,7 @@ def etcd_url(tmp_path):
                     "as tools/run-tests.sh does as root)")
     import tooz.drivers.etcd3gw  # noqa: F401 - once here, not in each forked host (slow in TCG)
     with run_etcd(str(tmp_path / "etcd-data")) as (client, _):
-        yield f"etcd3+{client}/?timeout=10"
+        yield f"etcd3+{client}/?timeout=120"  # a lease past lvm_command_timeout
 
 
 def test_two_hosts_on_etcd_never_pass_the_cap(lab, etcd_url):

@@ -2,18 +2,18 @@
 
 Each "host" is a process with its OWN lock directory, so file locks cannot help;
 they create into one shared backend file near the cap. Without a coordination
-URL they over-commit; with etcd (tooz) they never do. A holder SIGKILLed keeps
-nobody out past its lease; etcd stopped refuses creates naming the URL. A lock
-lost between the admission read and the backend command (its lease revoked, or
-etcd stopped, by a hook run right after the read) refuses the request: nothing
-is created or grown.
+URL they over-commit; with etcd reservations they never do. etcd stopped
+refuses creates naming the URL (its secrets redacted); a lease gone right
+before the command refuses it and runs nothing; closing a session whose etcd
+is gone returns within its bound. URLs admission cannot use are refused when
+the driver is set up, in one line.
 """
 
+import json
 import logging
 import multiprocessing
 import os
 import shutil
-import signal
 import threading
 import time
 from urllib.parse import urlsplit
@@ -22,8 +22,8 @@ import etcd3gw
 import pytest
 from etcd3gw.lease import Lease
 
-from driver_kit import CapacityExceeded, load_backend_config
-from driver_kit.exceptions import CoordinationError
+from driver_kit import CapacityExceeded, GiB, load_backend_config
+from driver_kit.exceptions import ConfigError, CoordinationError
 from driver_kit.coordination import stop_coordinators
 from tests.etcd_server import run_etcd
 from tests.unit.test_driver import FileDriver
@@ -108,31 +108,6 @@ def test_hosts_over_commit_with_local_locks_and_never_with_etcd(etcd, tmp_path):
     assert over_etcd == 0
 
 
-def _holder(tmp_path, url, flag):
-    os.environ["DK_HOLDING"] = flag
-    _driver(tmp_path, 0, url, create_delay_s=60).create_volume("killed", 1)
-
-
-def test_a_killed_holder_frees_the_lock_within_its_lease(etcd, tmp_path):
-    url, _ = etcd
-    (tmp_path / "vols").write_text("base 18\n")
-    flag = str(tmp_path / "holding")
-    holder = CTX.Process(target=_holder, args=(tmp_path, url, flag))
-    holder.start()
-    while not os.path.exists(flag):
-        assert holder.is_alive()
-        time.sleep(0.05)
-    os.kill(holder.pid, signal.SIGKILL)
-    holder.join()
-    # the next host waits out the 3 s lease, reads afresh (nothing of the dead one
-    # was made) and gets the whole 2 GiB left
-    driver = _driver(tmp_path, 1, url, create_delay_s=0)
-    driver.create_volume("next", 2)
-    assert "killed" not in (tmp_path / "vols").read_text()
-    with pytest.raises(CapacityExceeded):
-        driver.create_volume("over", 1)
-
-
 def test_etcd_stopped_refuses_creates_naming_the_url_and_stats_work(etcd, tmp_path):
     url, proc = etcd
     (tmp_path / "vols").write_text("base 1\n")
@@ -140,39 +115,31 @@ def test_etcd_stopped_refuses_creates_naming_the_url_and_stats_work(etcd, tmp_pa
     driver.create_volume("before", 1)
     proc.kill()
     proc.wait()
-    with pytest.raises(CoordinationError, match=url.split("/?")[0].split("+", 1)[1]):
+    with pytest.raises(CoordinationError, match=url.split("/?")[0].split("+", 1)[1]) as refused:
         driver.create_volume("during", 1)
+    assert "ConnectionFailedError" in str(refused.value)  # the cause, never an empty text
     assert "during" not in (tmp_path / "vols").read_text()
     assert driver.get_volume_stats(refresh=True)["pools"]
 
 
-def _wait_for_a_failed_heartbeat(caplog, within_s=60.0):
-    """Until tooz logs its first heartbeat retry (it then retries for ever)."""
-    deadline = time.monotonic() + within_s
-    while not any("heartbeat" in r.getMessage() and r.name.startswith("tooz")
-                  for r in caplog.records):
-        assert time.monotonic() < deadline, "no failed heartbeat logged"
-        time.sleep(0.1)
-
-
-def test_stopping_a_coordinator_whose_etcd_is_gone_returns_within_its_bound(
-        etcd, tmp_path, caplog):
+def test_stopping_a_session_whose_etcd_is_gone_returns_within_its_bound(etcd, tmp_path, caplog):
     url, proc = etcd
     (tmp_path / "vols").write_text("base 1\n")
-    _driver(tmp_path, 0, url, create_delay_s=0).create_volume("v", 1)  # starts the coordinator
-    caplog.set_level(logging.WARNING, logger="tooz")
+    _driver(tmp_path, 0, url, create_delay_s=0).create_volume("v", 1)  # starts the session
+    caplog.set_level(logging.WARNING, logger="driver_kit.etcd_session")
     proc.kill()
     proc.wait()
-    _wait_for_a_failed_heartbeat(caplog)
-    outcome = []
-    stopper = threading.Thread(target=lambda: outcome.append(stop_coordinators(url, timeout_s=2)),
-                               daemon=True)
+    deadline = time.monotonic() + 10
+    while not any("heartbeat" in r.getMessage() for r in caplog.records):
+        assert time.monotonic() < deadline, "no failed heartbeat logged"
+        time.sleep(0.1)
+    heartbeats = [t for t in threading.enumerate() if t.name == "driver_kit-etcd-heartbeat"]
     started = time.monotonic()
-    stopper.start()
-    stopper.join(30)
-    assert not stopper.is_alive(), "stop_coordinators did not return (tooz's stop waits for ever)"
-    assert outcome == [[url]]  # left behind, and said so
-    assert time.monotonic() - started < 10
+    assert stop_coordinators(url, timeout_s=2) == []  # given back (etcd gone: nothing to do)
+    assert time.monotonic() - started < 3
+    for thread in heartbeats:
+        thread.join(3)
+        assert not thread.is_alive(), "the heartbeat kept beating after the stop"
 
 
 @pytest.mark.parametrize("timeout_s", [0, -1, float("nan"), float("inf"), "3", True])
@@ -187,78 +154,122 @@ def test_stop_coordinators_refuses_a_bad_timeout_and_stops_nothing(timeout_s, mo
     assert stopped == [] and coordination._COORDINATORS["etcd3+http://x"] is fake
 
 
-class HookedDriver(SlowFileDriver):
-    """Runs ``after_read`` once, right after the next admission read (a test hook)."""
-
-    after_read = None
-
-    def backend_read_pools(self):
-        pools = super().backend_read_pools()
-        hook, self.after_read = self.after_read, None
-        if hook is not None:
-            hook()
-        return pools
-
-    def backend_extend_volume(self, name, new_size_gb):
-        sizes = dict(self._load(), **{name: str(new_size_gb)})
-        with open(self.path, "w") as f:
-            f.writelines(f"{k} {v}\n" for k, v in sizes.items())
-
-
-def _revoke_lock_leases(url):
-    """End the lease of every tooz lock on the etcd at ``url``, as an expiry would."""
-    where = urlsplit(url.split("+", 1)[1])
-    client = etcd3gw.client(host=where.hostname, port=where.port)
-    held = client.get_prefix("/tooz/locks")
-    assert held, "the admission lock should be held during the read"
-    for _, meta in held:
-        Lease(int(meta["lease"]), client).revoke()
-
-
-def _hooked(tmp_path, url):
-    (tmp_path / "vols").write_text("base 1\n")
-    overrides = {"lock_path": str(tmp_path / "locks"), "max_over_subscription_ratio": "2.0",
-                 "coordination_backend_url": url}
-    driver = HookedDriver(load_backend_config(overrides=overrides), str(tmp_path / "vols"))
-    driver.create_delay_s = 0
-    return driver
-
-
 def _sizes(tmp_path):
     return dict(line.split() for line in (tmp_path / "vols").read_text().splitlines()
                 if line.strip())
 
 
+def _revoke_every_lease(url):
+    """End every lease on the etcd at ``url``, as an expiry (or a paused host) would."""
+    where = urlsplit(url.split("+", 1)[1])
+    client = etcd3gw.client(host=where.hostname, port=where.port)
+    leases = client.post(client.get_url("/lease/leases"), json={}).get("leases", [])
+    assert leases, "the host's lease should exist"
+    for lease in leases:
+        Lease(int(lease["ID"]), client).revoke()
+
+
 @pytest.mark.parametrize("operation", ["create", "extend"])
-def test_a_lease_lost_after_the_read_refuses_the_command_and_changes_nothing(
-        etcd, tmp_path, operation):
+def test_a_lease_gone_right_before_the_command_refuses_it_and_changes_nothing(
+        etcd, tmp_path, operation, monkeypatch):
     url, _ = etcd
-    driver = _hooked(tmp_path, url)
+    (tmp_path / "vols").write_text("base 1\n")
+    driver = _driver(tmp_path, 0, url, create_delay_s=0)
+    driver.backend_extend_volume = lambda name, size: (tmp_path / "vols").write_text(
+        "".join(f"{k} {size if k == name else v}\n" for k, v in _sizes(tmp_path).items()))
     driver.create_volume("v", 1)
-    driver.after_read = lambda: _revoke_lock_leases(url)
-    with pytest.raises(CoordinationError, match="lost"):
+    session = driver._reservations.session
+    hold = session.hold
+    monkeypatch.setattr(session, "hold", lambda r: (hold(r), _revoke_every_lease(url)))
+    with pytest.raises(CoordinationError, match="lease ended before the command"):
         if operation == "create":
             driver.create_volume("late", 1)
         else:
             driver.extend_volume("v", 3)
     assert _sizes(tmp_path) == {"base": "1", "v": "1"}
-    # the lost lock is let go: the next request takes it anew and reads afresh
+    monkeypatch.setattr(session, "hold", hold)
+    # a new lease is granted: the next requests go through in the same process
     driver.extend_volume("v", 2)
     driver.create_volume("after", 1)
     assert _sizes(tmp_path) == {"base": "1", "v": "2", "after": "1"}
+    assert session.pending() == 0  # every reservation deleted
 
 
-def test_etcd_stopped_after_the_read_refuses_naming_the_url_and_creates_nothing(
-        etcd, tmp_path):
-    url, proc = etcd
-    driver = _hooked(tmp_path, url)
+SECRET_URL = "etcd3+http://cinder:s3cretPW@127.0.0.1:9/?timeout=3&password=t0kenPW"
 
-    def stop_etcd():
-        proc.kill()
-        proc.wait()
 
-    driver.after_read = stop_etcd
-    with pytest.raises(CoordinationError, match=urlsplit(url.split("+", 1)[1]).netloc):
-        driver.create_volume("during", 1)
+def test_a_coordination_url_never_shows_its_secrets(tmp_path, caplog):
+    from driver_kit.config import KIT_OPTS
+
+    caplog.set_level(logging.DEBUG)
+    (tmp_path / "vols").write_text("base 1\n")
+    with pytest.raises(CoordinationError) as refused:  # nothing listens on port 9
+        _driver(tmp_path, 0, SECRET_URL, create_delay_s=0).create_volume("v", 1)
+    message = str(refused.value)
+    assert "127.0.0.1:9" in message and "ConnectionFailedError" in message  # the cause
+    for secret in ("s3cretPW", "t0kenPW"):
+        assert secret not in message
+        assert not [r for r in caplog.records if secret in r.getMessage()]
     assert _sizes(tmp_path) == {"base": "1"}
-    assert driver.get_volume_stats(refresh=True)["pools"]
+    # oslo.config hides it too (--help, logged options), as Cinder does its backend_url
+    assert next(o for o in KIT_OPTS if o.name == "coordination_backend_url").secret
+
+
+@pytest.mark.parametrize("url, why", [
+    ("etcd4+http://127.0.0.1:2379", "unknown scheme 'etcd4+http'"),
+    ("http://127.0.0.1:2379", "unknown scheme 'http'"),
+    ("etcd3+http://127.0.0.1:2379/?timeout=0", "timeout='0' must be a positive"),
+    ("etcd3+http://127.0.0.1:2379/?timeout=-5", "timeout='-5' must be a positive"),
+    ("etcd3+http://127.0.0.1:2379/?timeout=abc", "timeout='abc' must be a positive"),
+    ("etcd3+http://u:s3cretPW@127.0.0.1:2379/?timeout=0", "timeout='0'"),
+])
+def test_setup_refuses_a_url_admission_cannot_use_in_one_line(tmp_path, url, why):
+    with pytest.raises(ConfigError) as refused:
+        _driver(tmp_path, 0, url)
+    message = str(refused.value)
+    assert why in message and "\n" not in message and "s3cretPW" not in message
+
+
+def test_setup_refuses_a_lease_shorter_than_the_backend_command_timeout(tmp_path):
+    class TimedDriver(SlowFileDriver):
+        def backend_command_timeout_s(self):
+            return 120.0
+
+    overrides = {"lock_path": str(tmp_path / "locks"),
+                 "coordination_backend_url": "etcd3+http://127.0.0.1:2379/?timeout=30"}
+    with pytest.raises(ConfigError, match="lease .timeout=30 s. is shorter than the backend "
+                                          "command timeout .120 s.*timeout=120 or more"):
+        TimedDriver(load_backend_config(overrides=overrides), str(tmp_path / "vols"))
+    overrides["coordination_backend_url"] = "etcd3+http://127.0.0.1:2379/?timeout=120"
+    TimedDriver(load_backend_config(overrides=overrides), str(tmp_path / "vols"))  # no I/O
+
+
+def _put_reservation(url, identity, key, value):
+    from driver_kit.reservations import group_directory
+
+    where = urlsplit(url.split("+", 1)[1])
+    client = etcd3gw.client(host=where.hostname, port=where.port)
+    client.put(f"{group_directory(identity)}reservations/{key}", value)
+
+
+def test_a_reservation_from_etcd_is_checked_before_it_is_counted_or_reaches_the_backend(
+        etcd, tmp_path):
+    url, _ = etcd
+    (tmp_path / "vols").write_text("base 16\n")
+    driver = _driver(tmp_path, 0, url, create_delay_s=0)
+    driver.create_volume("v", 1)
+    asked = []
+    find = driver.backend_find_volume
+    driver.backend_find_volume = lambda name: asked.append(name) or find(name)
+    identity = "SlowFileDriver#mem"
+    # a name the backend would refuse is never passed to it, and stays counted
+    _put_reservation(url, identity, "hostile", json.dumps(
+        {"name": "--all; rm", "kind": "volume", "size_bytes": 2 * GiB, "gb": 2}))
+    with pytest.raises(CapacityExceeded, match="in flight 2 GiB"):
+        driver.create_volume("w", 2)
+    assert "--all; rm" not in asked
+    # one that cannot be read refuses the admission: what it holds is unknown
+    _put_reservation(url, identity, "garbled", "{not json")
+    with pytest.raises(CoordinationError, match="cannot be read"):
+        driver.create_volume("x", 1)
+    assert _sizes(tmp_path) == {"base": "16", "v": "1"}

@@ -231,7 +231,7 @@ def _vg_size(tmp_path):
 
 
 def _coordination_url(tmp_path):
-    url = "etcd3+http://127.0.0.1:9/?timeout=2"  # nothing listens: fail closed
+    url = "etcd3+http://127.0.0.1:9/?timeout=120"  # nothing listens: fail closed
     driver = _driver(tmp_path, coordination_backend_url=url)
     with pytest.raises(CoordinationError, match="127.0.0.1:9"):
         driver.create_volume("v", 1)
