@@ -72,7 +72,10 @@ def forget_helper() -> None:
     global _helper_set
     from oslo_config import cfg
     from lvm_driver.privileged import default
-    default.stop()
+    channel = default.channel
+    default.stop()  # shuts the socket's write side: the daemon sees EOF and exits
+    if channel is not None:  # oslo.privsep leaves the socket itself to the GC
+        channel.writer.writesock.close()
     if _helper_set is not None:
         cfg.CONF.clear_override("helper_command", group=CONFIG_SECTION)
         _helper_set = None
