@@ -104,7 +104,11 @@ class PrivsepRunner:
             raise PrivilegeRefused(f"`{shlex.join(argv)}` is not for volume group "
                                    f"{self.vg_name}, the backend's")
         entrypoint = getattr(devices if operation == "zero" else commands, operation)
-        reply = self._call(entrypoint, argv, timeout_s, **kwargs, timeout_s=timeout_s)
+        try:
+            reply = self._call(entrypoint, argv, timeout_s, **kwargs, timeout_s=timeout_s)
+        except OSError as exc:  # e.g. the wipe's device would not open
+            raise LVMError(f"the privileged daemon failed running `{shlex.join(argv)}`: "
+                           f"{exc}") from exc
         if reply["timed_out"]:
             raise LVMTimeoutError(argv, timeout_s)
         return CommandResult(argv, reply["exit_code"], reply["stdout"], reply["stderr"])

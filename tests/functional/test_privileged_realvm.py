@@ -20,7 +20,7 @@ from lvm_driver import mda
 from lvm_driver.driver import LVM_OPTS, ThinLVMDriver
 from lvm_driver.executor import LVMExecutor
 from lvm_driver.privileged import PrivilegeRefused, devices
-from lvm_driver.privsep_runner import PrivsepRunner, forget_helper, use_helper
+from lvm_driver.privsep_runner import PrivsepRunner, forget_helper
 
 pytestmark = pytest.mark.realvm
 REPO = Path(__file__).resolve().parents[2]
@@ -47,10 +47,9 @@ lvm_offer_thick = true
 lvm_metadata_parse = true
 volume_clear_size = 4
 lock_path = {root / 'locks'}
+lvm_root_helper = env PYTHONPATH={REPO} PATH={Path(sys.executable).parent}:/usr/sbin:/usr/bin:/sbin:/bin
 """)
     conf.chmod(0o644)
-    use_helper(f"env PYTHONPATH={REPO} PATH={Path(sys.executable).parent}:/usr/sbin:/usr/bin:"
-               f"/sbin:/bin", [str(conf)])
     driver = ThinLVMDriver(load_backend_config(make_conf([str(conf)]), "real1",
                                                extra_opts=LVM_OPTS))
     try:

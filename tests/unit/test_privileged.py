@@ -12,6 +12,8 @@ import pytest
 
 from driver_kit import GiB
 from lvm_driver import lvm_argv, mda
+from lvm_driver.executor import LVMAlreadyExistsError, LVMExecutor, LVMNotFoundError
+from lvm_driver.lvm import VolumeGroup
 from lvm_driver.privileged import PrivilegeRefused, commands, devices
 from lvm_driver.privsep_runner import PrivsepRunner
 from tests.unit.privsep_lab import POOL, SECTION, VG, close_lab, make_lab
@@ -244,3 +246,18 @@ def test_every_argv_the_builders_make_maps_to_its_entrypoint():
                  ["lvs", "-o", "lv_name", VG], ["dd", "if=/dev/sda", "of=/dev/dkvg/v"]):
         with pytest.raises(ValueError):
             lvm_argv.parse(argv)
+
+
+def test_lvms_failures_come_back_as_the_same_typed_errors_as_directly(lab, driver):
+    direct = VolumeGroup(VG, executor=LVMExecutor(runner=lab.sim))
+    driver.create_volume("twice", 1)
+    try:
+        for vg in (driver.vg, direct):
+            with pytest.raises(LVMAlreadyExistsError) as exists:
+                vg.create_thin_volume("twice", GiB, pool=POOL)
+            with pytest.raises(LVMNotFoundError) as missing:
+                vg.delete("never-made")
+            assert (exists.value.exit_code, missing.value.exit_code) == (5, 5)
+        assert driver.vg.lv_report("never-made") is None
+    finally:
+        driver.delete_volume("twice")
