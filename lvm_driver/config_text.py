@@ -49,7 +49,13 @@ def _string(quoted: str) -> str:
 
 
 def _number(text: str) -> int | float:
-    return float(text) if "." in text else int(text)
+    """An integer or float; ConfigTextError past Python's digit limit (a ValueError)."""
+    if "." in text:
+        return float(text)
+    try:
+        return int(text)
+    except ValueError:
+        raise ConfigTextError(f"an integer of {len(text)} digits") from None
 
 
 def _list(text: str) -> tuple[str | int | float, ...]:
@@ -148,7 +154,7 @@ def _parse_lines(text: str) -> Section:
                 found = lists[items] = _list(items)
             current[name] = found
         elif value.isdigit() and value.isascii():
-            current[name] = int(value)
+            current[name] = _number(value)
         else:
             raise _NotOneALine
     if len(stack) != 1:
@@ -163,9 +169,10 @@ def _parse_statements(text: str) -> Section:
     current = root
     lists: dict[str, tuple[str | int | float, ...]] = {}
     position = 0
-    for match in _STATEMENT.finditer(text):
-        if match.start() != position:
-            break
+    # each statement matched where the last one ended, never searched for further
+    # on: a search from every position of a malformed run would be quadratic
+    while (match := _STATEMENT.match(text, position)) is not None and (
+            match.end() > position):
         position = match.end()
         close, name, opened, string, number, items = match.groups()
         if close is not None:
