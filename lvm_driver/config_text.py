@@ -51,6 +51,9 @@ def _string(quoted: str) -> str:
 
 
 def _number(text: str) -> int | float:
+    """An integer within LVM's 64 bits, or a float; ConfigTextError for a longer integer
+    (its length checked before ``int()``, which raises a bare ValueError past Python's
+    digit limit)."""
     if "." in text:
         return float(text)
     if len(text) <= _INT64_DIGITS and -2 ** 63 <= (value := int(text)) < 2 ** 63:
@@ -170,9 +173,10 @@ def _parse_statements(text: str) -> Section:
     current = root
     lists: dict[str, tuple[str | int | float, ...]] = {}
     position = 0
-    for match in _STATEMENT.finditer(text):
-        if match.start() != position:
-            break
+    # each statement matched where the last one ended, never searched for further
+    # on: a search from every position of a malformed run would be quadratic
+    while (match := _STATEMENT.match(text, position)) is not None and (
+            match.end() > position):
         position = match.end()
         close, name, opened, string, number, items = match.groups()
         if close is not None:
