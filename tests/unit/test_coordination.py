@@ -240,8 +240,10 @@ def test_setup_refuses_a_lease_shorter_than_the_backend_command_timeout(tmp_path
     with pytest.raises(ConfigError, match="lease .timeout=30 s. is shorter than the backend "
                                           "command timeout .120 s.*timeout=120 or more"):
         TimedDriver(load_backend_config(overrides=overrides), str(tmp_path / "vols"))
-    overrides["coordination_backend_url"] = "etcd3+http://127.0.0.1:2379/?timeout=120"
-    TimedDriver(load_backend_config(overrides=overrides), str(tmp_path / "vols"))  # no I/O
+    for url in ("etcd3+http://127.0.0.1:2379/?timeout=120", "etcd3+http://127.0.0.1:2379"):
+        overrides["coordination_backend_url"] = url  # no timeout: the lease fits the command
+        driver = TimedDriver(load_backend_config(overrides=overrides), str(tmp_path / "vols"))
+        assert driver._reservations.settings.lease_s == 120  # and no I/O was done
 
 
 def _put_reservation(url, identity, key, value):
