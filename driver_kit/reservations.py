@@ -205,9 +205,11 @@ class ReservationAdmission:
             raise
         finally:
             # a failed command leaves nothing (the driver contract): the reservation goes
-            # once the backend answers; a done one once the backend shows it
-            session.settle(reservation,
-                           lambda: driver.reservation_shown(reservation.value) or failed)
+            # once the backend answers; a done one once the backend shows it (a snapshot
+            # is never provisioned capacity: once its command ended there is nothing to hold)
+            value = reservation.value
+            session.settle(reservation, lambda: driver.reservation_shown(value) or failed
+                           or value["kind"] == "snapshot")
 
     def _read(self, session: Any, group: str, identity: str, deadline: float) -> _GroupView:
         """The group as etcd has it, started (and waited out while it settles) if new."""
