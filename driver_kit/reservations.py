@@ -159,7 +159,8 @@ class ReservationAdmission:
         (etcd unreachable, too slow, or the lease gone before the command).
         """
         session = self.session
-        deadline = time.monotonic() + self.settings.settle_s + 10 * self.settings.request_timeout_s
+        settings = self.settings
+        deadline = time.monotonic() + settings.settle_s + 10 * settings.request_timeout_s
         if self._facts is None:
             self._facts = driver._read_pools_or_raise()  # which group: only the first time
         pool, _, _ = plan(self._facts)

@@ -16,7 +16,8 @@ from tests.unit.test_coordination import SlowFileDriver, _driver, _sizes
     ("etcd3+http://cinder:s3cretPW@db:2379/?timeout=3", "etcd3+http://***@db:2379/?timeout=3"),
     ("redis://:s3cretPW@cache:6379?sentinel_password=x&db=1",
      "redis://***@cache:6379?sentinel_password=***&db=1"),
-    ("etcd3+https://e:2379?token=abc&cert_key=/k.pem", "etcd3+https://e:2379?token=***&cert_key=***"),
+    ("etcd3+https://e:2379?token=abc&cert_key=/k.pem",
+     "etcd3+https://e:2379?token=***&cert_key=***"),
     ("zookeeper://zk:2181", "zookeeper://zk:2181"),
 ])
 def test_redacted_urls_keep_where_and_lose_secrets(url, shown):

@@ -211,7 +211,7 @@ def test_every_host_gets_creates_through_under_steady_load(etcd_server, tmp_path
     first_done = min(max(t for i, _, t in results if i == host) for host in range(4))
     made = Counter(i for i, _, t in results if t <= first_done)
     print(f"creates per host while the fastest made 12: {dict(made)}")
-    assert sorted(made) == [0, 1, 2, 3] and min(made.values()) >= 5  # half the fastest
+    assert sorted(made) == [0, 1, 2, 3] and min(made.values()) >= 4  # a third of the fastest
 
 
 def test_etcd_unreachable_refuses_with_the_cause_and_resumes_by_itself(etcd_server, tmp_path):
