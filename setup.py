@@ -22,7 +22,8 @@ setup(
         "platformdirs>=3.0,<5",
     ],
     extras_require={
-        # cross-host admission locks (coordination_backend_url): tooz and its etcd3 gateway
+        # cross-host admission (coordination_backend_url): etcd reservations through
+        # etcd3gw; redis, zookeeper and file URLs through tooz locks
         "coordination": ["tooz>=6.0,<11", "etcd3gw>=2.0,<3"],
         "test": [
             "pytest>=7.0,<10",

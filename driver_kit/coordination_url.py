@@ -94,7 +94,8 @@ def parse_coordination_url(url: str, *, command_timeout_s: float | None = None
 
     Refused: an unknown scheme, a ``timeout`` that is not a positive whole
     number of seconds, and (for etcd) a lease shorter than ``command_timeout_s``:
-    a reservation must outlive the longest backend command it covers.
+    a reservation must outlive the longest backend command it covers. Without a
+    ``timeout`` the lease is 30 s, or the command timeout when that is longer.
     """
     shown = redact_url(url)
     try:
@@ -108,7 +109,8 @@ def parse_coordination_url(url: str, *, command_timeout_s: float | None = None
         raise ConfigError(
             f"coordination_backend_url {shown}: unknown scheme {parts.scheme!r} (use one of "
             f"{', '.join(s + '://' for s in ETCD_SCHEMES + LOCK_SCHEMES)})")
-    raw = options.get("timeout", str(DEFAULT_LEASE_S))
+    # no timeout given (DevStack's and Cinder's usual URL): a lease long enough
+    raw = options.get("timeout") or str(max(DEFAULT_LEASE_S, math.ceil(command_timeout_s or 0)))
     try:
         lease_s = int(raw)
     except ValueError:

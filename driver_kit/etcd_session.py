@@ -164,7 +164,7 @@ class EtcdSession:
 
     # ------------------------------------------------------------- reservations
     def hold(self, reservation: Reservation) -> None:
-        """``reservation`` is committed and its command in flight: written back if the lease goes."""
+        """``reservation`` is committed, its command in flight: written back if the lease goes."""
         with self._lock:
             self._in_flight[reservation.key] = reservation
 

@@ -159,7 +159,8 @@ class ReservationAdmission:
         (etcd unreachable, too slow, or the lease gone before the command).
         """
         session = self.session
-        deadline = time.monotonic() + self.settings.settle_s + 10 * self.settings.request_timeout_s
+        settings = self.settings
+        deadline = time.monotonic() + settings.settle_s + 10 * settings.request_timeout_s
         if self._facts is None:
             self._facts = driver._read_pools_or_raise()  # which group: only the first time
         pool, _, _ = plan(self._facts)
@@ -205,9 +206,11 @@ class ReservationAdmission:
             raise
         finally:
             # a failed command leaves nothing (the driver contract): the reservation goes
-            # once the backend answers; a done one once the backend shows it
-            session.settle(reservation,
-                           lambda: driver.reservation_shown(reservation.value) or failed)
+            # once the backend answers; a done one once the backend shows it (a snapshot
+            # is never provisioned capacity: once its command ended there is nothing to hold)
+            value = reservation.value
+            session.settle(reservation, lambda: driver.reservation_shown(value) or failed
+                           or value["kind"] == "snapshot")
 
     def _read(self, session: Any, group: str, identity: str, deadline: float) -> _GroupView:
         """The group as etcd has it, started (and waited out while it settles) if new."""

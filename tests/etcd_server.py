@@ -59,7 +59,7 @@ class EtcdServer:
 
 @contextlib.contextmanager
 def run_etcd(data_dir: str) -> Iterator[tuple[str, subprocess.Popen]]:
-    """Start etcd with its data in ``data_dir``; yield (client URL, process); kill it at the end."""
+    """Start etcd with its data in ``data_dir``; yield (client URL, process); kill it after."""
     server = EtcdServer(data_dir)
     server.start()
     try:
