@@ -29,7 +29,7 @@ VG_GB = 4
 class Lab:
     """A volume group with a thin pool, seen by an operator and by drivers."""
 
-    def __init__(self, kind: str, tmp: Path):
+    def __init__(self, kind: str, tmp: Path, *, vg_bytes: int = VG_GB * GiB):
         self.kind = kind
         self.tmp = tmp
         self.state_file = str(tmp / "simulator.json")
@@ -39,7 +39,7 @@ class Lab:
             from lvm_driver.simulator import LVMSimulator
             self.vg_name = "dkvg"
             self.simulator = LVMSimulator(state_file=self.state_file)
-            self.simulator.create_vg(self.vg_name, VG_GB * GiB)
+            self.simulator.create_vg(self.vg_name, vg_bytes)
             self.executor = LVMExecutor(runner=self.simulator, timeout_s=30)
         else:
             self.vg_name = os.environ["DK_REAL_LVM_VG"]

@@ -10,7 +10,9 @@ refusals are recorded as LVM words them. On the simulator and on real LVM (VM la
 
 from __future__ import annotations
 
+import json
 import os
+from pathlib import Path
 
 import pytest
 
@@ -18,10 +20,15 @@ from driver_kit.units import bytes_to_gb_down, bytes_to_gb_up
 from lvm_driver import vg_metadata
 from lvm_driver.executor import LVMCommandError
 from lvm_driver.report_cache import ReportCache, parse_pvs_report, sources_of
+from lvm_driver.report import load_rows
+from lvm_driver.tags import REQUEST_TAG_PREFIX
+from tests.functional.conftest import Lab
 from tests.functional.cow_truth import pools_of, vg_truth
 from tests.functional.test_metadata_parse import _capture, _fields, _lvs_report
 
 THICK = {"provisioning:type": "thick"}
+CAPTURED = Path(__file__).parents[1] / "unit" / "data" / "vg_metadata"
+MiB = 1024 ** 2
 #: every row's thin volumes fit under the cap together
 RATIO = "10.0"
 
@@ -165,3 +172,25 @@ def test_cow_snapshots_with_the_drivers_lvs(lab):
         except Exception as exc:  # every row's failure, not just the first
             failed[row] = f"{type(exc).__name__}: {str(exc).splitlines()[0]}"
     assert failed == {}
+
+
+def _as_lvm_printed(text: str) -> list[tuple]:
+    """The report's rows, less the driver's per-request marker tags (random)."""
+    return [tuple((key, ",".join(tag for tag in value.split(",")
+                                 if not tag.startswith(REQUEST_TAG_PREFIX))
+                   if key == "lv_tags" else value) for key, value in sorted(row.items()))
+            for row in load_rows(text, "lv")]
+
+
+@pytest.mark.parametrize("row", list(COMBINATIONS))
+def test_the_simulator_makes_each_row_as_real_lvm_did(tmp_path, row):
+    """Each row on a fresh simulated VG the size of the VM lane's (1023 extents of a
+    4 GiB PV) prints the very ``lvs`` report real LVM printed for it, captured in
+    ``combination-<row>.json``: names, sizes, attributes, pools, origins, VG figures."""
+    lab = Lab("sim", tmp_path, vg_bytes=4 * 1024 ** 3 - 4 * MiB)
+    lab.lvm("lvcreate", "-T", "-L", "2g", f"{lab.vg_name}/pool")
+    volumes: dict[str, tuple[bool, str]] = {}
+    _apply(lab, lab.driver(lvm_offer_thick=True), "", COMBINATIONS[row], volumes, set())
+    captured = json.loads((CAPTURED / f"combination-{row}.json").read_text())
+    assert _as_lvm_printed(lab.lvm(*lab.vg.report_argv()).stdout) == \
+        _as_lvm_printed(captured["lvs"])
