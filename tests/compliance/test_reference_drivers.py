@@ -163,11 +163,15 @@ def test_shared_pool_driver_passes_every_check(tmp_path, options):
     assert json.loads((tmp_path / "array" / "array.json").read_text())["volumes"] == {}
 
 
-def test_an_array_with_16_gib_allocation_units_passes_every_check(tmp_path):
+@pytest.mark.parametrize("options", [{}, {"max_over_subscription_ratio": "auto",
+                                         "over_provisioning_calculation": "cinder",
+                                         "reserved_percentage": 5}],
+                         ids=["ratio-2", "auto-cinder-calculation-reserved"])
+def test_an_array_with_16_gib_allocation_units_passes_every_check(tmp_path, options):
     """It lists a volume asked for as 1 GiB at 16 GiB: the checks size in whole units."""
     spec = DriverSpec(config_files=(shared_config(
         tmp_path, shared_capacity_gb=1024, shared_allocation_unit_mb=16384,
-        shared_round_sizes=True),))
+        shared_round_sizes=True, **options),))
     reasons = passes(run_checks(spec=spec, timeout_s=60), NO_PATH)
     assert "pool 'fast' (thin): 16 -> 48 -> 80 GiB" in reasons["ops.extend-readback"]
     assert json.loads((tmp_path / "array" / "array.json").read_text())["volumes"] == {}
