@@ -77,12 +77,16 @@ class _PVs:
         self.learned_at: dict[str, float] = {}
 
     def find(self, served: backend.Backend, path: str) -> tuple[int, str] | None:
+        """The PV LVM named ``path`` (identity, PV UUID), learned again (at most once a
+        second) when unknown or when the device there is no longer the one learned."""
         with self.lock:
             found = self.known.get(served.section, {}).get(path)
             recent = time.monotonic() - self.learned_at.get(served.section, -1e9) \
                 < _RELEARN_INTERVAL_S
-        if found is not None or recent:
+        if found is not None and _identity(path) == found[0]:
             return found
+        if recent:
+            return None
         return self.learn(served).get(path)
 
     def learn(self, served: backend.Backend) -> dict[str, tuple[int, str]]:
@@ -115,6 +119,13 @@ class _PVs:
 _pvs = _PVs()
 
 
+def _identity(path: str) -> int | None:
+    try:
+        return mda.identity_of(os.stat(os.path.realpath(path)))
+    except OSError:
+        return None
+
+
 @default.entrypoint
 def read_pv_block(section: str, path: str, offset: int, length: int) -> list[Any]:
     """``[identity as decimal text, bytes]``: ``length`` bytes at ``offset`` of PV ``path`` of the
@@ -133,7 +144,7 @@ def read_pv_block(section: str, path: str, offset: int, length: int) -> list[Any
             raise PrivilegeRefused(f"{path!r} is not a PV of volume group {served.vg}")
     identity, pv_uuid = known
     real = os.path.realpath(path)
-    if mda.identity_of(os.stat(real)) != identity:
+    if _identity(real) != identity:
         raise PrivilegeRefused(f"{path!r} is no longer the PV the daemon learned")
     flags = os.O_RDONLY | os.O_CLOEXEC | os.O_NOFOLLOW | os.O_NOCTTY
     try:
