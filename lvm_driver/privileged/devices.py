@@ -8,7 +8,7 @@
   ``st_dev``/``st_ino`` on the simulator).
 - ``thin_pool_status``: the device-mapper status of the configured thin pool.
 - ``zero``: the thick wipe. The target is resolved as an LV of the configured VG
-  (a live ``lvs`` of it: linear, active, at least that size), then its device
+  (a live ``lvs`` of it: thick, active, at least that size), then its device
   node's realpath must be the device-mapper device whose name
   (``/sys/dev/block/M:m/dm/name``) is that LV's; the daemon writes the zeros itself
   (O_DIRECT, then fdatasync). On the simulator it runs the builder's ``dd`` there.
@@ -195,7 +195,7 @@ def status_from_reply(reply: dict[str, Any] | None) -> ThinPoolStatus | None:
 
 @default.entrypoint
 def zero(section: str, name: str, nbytes: int, timeout_s: float) -> dict[str, Any]:
-    """Zero the first ``nbytes`` of linear LV ``name`` of the configured VG (active, at
+    """Zero the first ``nbytes`` of thick LV ``name`` of the configured VG (active, at
     least that size); a reply as ``commands.run`` gives."""
     started = time.monotonic()
     with refusing("wipe"):
@@ -207,7 +207,7 @@ def zero(section: str, name: str, nbytes: int, timeout_s: float) -> dict[str, An
             raise PrivilegeRefused(f"{served.vg}/{name} is the backend's thin pool")
     lv = _live_lv(served, name, timeout)
     if not (lv.is_thick and lv.is_active) or nbytes > lv.size_bytes:
-        raise PrivilegeRefused(f"{served.vg}/{name} is not an active linear LV of at least "
+        raise PrivilegeRefused(f"{served.vg}/{name} is not an active thick LV of at least "
                                f"{nbytes} bytes")
     if served.simulated:
         return run(served, lvm_argv.zero(served.vg, name, nbytes), timeout)
