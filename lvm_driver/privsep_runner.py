@@ -94,7 +94,7 @@ class PrivsepRunner:
 
     def __call__(self, argv: list[str], env: dict[str, str],
                  timeout_s: float) -> CommandResult:
-        """Run ``argv`` through the daemon (``env`` is the daemon's own, not this)."""
+        """Run ``argv`` through the daemon; ``env`` is ignored (the daemon sets its own)."""
         try:
             operation, vg, kwargs = lvm_argv.parse(argv)
         except (ValueError, DriverKitError) as exc:

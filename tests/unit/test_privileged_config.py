@@ -149,3 +149,18 @@ def test_a_daemon_started_with_a_config_dir_serves_nothing(tmp_path):
     finally:
         cfg.CONF.clear_override("helper_command", group=CONFIG_SECTION)
         close_lab()
+
+
+@pytest.mark.parametrize("euid, backend_kind, privilege, expected", [
+    (0, "real", "auto", "direct"), (1000, "real", "auto", "privsep"),
+    (1000, "simulator", "auto", "direct"), (0, "real", "privsep", "privsep"),
+    (1000, "real", "direct", "direct")])
+def test_auto_is_direct_as_root_or_on_the_simulator(monkeypatch, euid, backend_kind,
+                                                     privilege, expected):
+    from driver_kit import load_backend_config
+    from lvm_driver import backends
+    from lvm_driver.driver import LVM_OPTS
+    monkeypatch.setattr(backends.os, "geteuid", lambda: euid)
+    conf = load_backend_config(extra_opts=LVM_OPTS, overrides={
+        "lvm_backend": backend_kind, "lvm_privilege": privilege})
+    assert backends.privilege_of(conf) == expected
