@@ -66,6 +66,22 @@ def _exact_gib(size_bytes: int) -> str:
     return f"{size_bytes / GiB:.2f} GiB ({size_bytes} bytes)"
 
 
+def _provisioned_thin(pool: PoolFacts, wanted: str | None) -> bool:
+    """Whether a volume asked for as ``wanted`` ('thin', 'thick', None) is thin on ``pool``.
+
+    No type: thin where the pool can (Queens spec). Thin on a thick-only pool is
+    made thick, as Cinder's LVM driver does on a thick VG: Cinder's CapacityFilter
+    passed it with the thick arithmetic, and a full allocation is more than was
+    asked, never less. Thick on a thin-only pool is refused: thin would be less.
+    """
+    if wanted in (None, "thin") and pool.thin_provisioning_support:
+        return True
+    if pool.thick_provisioning_support:
+        return False
+    raise InvalidInput(f"pool {pool.pool_name} does not support "
+                       f"{wanted or 'thin or thick'} provisioning")
+
+
 def validate_size_gb(size_gb: Any, what: str = "size") -> int:
     """A volume size must be a whole number of GiB from 1 to 8 EiB, as in Cinder.
 
@@ -329,18 +345,13 @@ class VolumeDriver(abc.ABC):
     def _guarded(self, pool_key: str | None, extra_specs: Mapping[str, Any] | None,
                  size_bytes: int, action: Callable[[PoolFacts, bool], None], *,
                  from_bytes: int = 0) -> None:
-        """Admit growing a volume from ``from_bytes`` (0: a new one) to ``size_bytes`` on
-        the chosen pool under its lock, in the pool's allocation units, then run
-        ``action``. Exact bytes: an LV of 500 MiB grown to 2 GiB takes 1.5 GiB more."""
+        """Admit growing a volume from ``from_bytes`` (0: a new one) to ``size_bytes`` on the
+        chosen pool under its lock, in the pool's allocation units, then run ``action``."""
         wanted = provisioning_type(extra_specs)
         with self._gate.hold(self.configuration.backend, self._read_pools_or_raise,
                              owner=self) as session:
             pool = self._choose_pool(session.facts, pool_key, wanted)
-            thin = pool.thin_provisioning_support if wanted is None else wanted == "thin"
-            if thin and not pool.thin_provisioning_support or \
-                    not thin and not pool.thick_provisioning_support:
-                raise InvalidInput(f"pool {pool.pool_name} does not support "
-                                   f"{'thin' if thin else 'thick'} provisioning")
+            thin = _provisioned_thin(pool, wanted)
             needed = self._allocated_gb(pool.pool_name, size_bytes) \
                 - self._allocated_gb(pool.pool_name, from_bytes)
             self._admit(session, pool, needed, thin)
@@ -391,35 +402,40 @@ class VolumeDriver(abc.ABC):
             LOG.info("volume %s already gone", name)
         self._invalidate()
 
-    def extend_volume(self, name: str, new_size_gb: int) -> VolumeInfo:
+    def extend_volume(self, name: str, new_size_gb: int, *,
+                      growth_from_whole_gib: bool = False) -> VolumeInfo:
         """Grow a volume to ``new_size_gb`` GiB if admission allows the growth.
 
         The new size must exceed the current one; a refusal changes nothing.
+        ``growth_from_whole_gib``: counted from the size rounded up to whole GiB (Cinder's
+        size of a volume managed at a part GiB), as Cinder's scheduler counts it.
         """
         name = self.validate_name(name)
         new_size_gb = validate_size_gb(new_size_gb, "new size")
         volume = self._get_volume(name)
-        growth_bytes = new_size_gb * GiB - volume.size_bytes
-        if growth_bytes <= 0:
+        if new_size_gb * GiB <= volume.size_bytes:
             raise InvalidSize(f"new size {new_size_gb} GiB must exceed the current size "
                               f"{_exact_gib(volume.size_bytes)} of volume {name!r}")
         spec = {"provisioning:type": "thin" if volume.thin else "thick"}
+        from_bytes = -(-volume.size_bytes // GiB) * GiB if growth_from_whole_gib else \
+            volume.size_bytes
         self._guarded(volume.pool_name, spec, new_size_gb * GiB,
                       lambda pool, thin: self.backend_extend_volume(name, new_size_gb),
-                      from_bytes=volume.size_bytes)
+                      from_bytes=from_bytes)
         return VolumeInfo(name=name, size_gb=new_size_gb, pool_name=volume.pool_name,
                           thin=volume.thin)
 
     def create_snapshot(self, name: str, volume_name: str) -> VolumeInfo:
-        """Snapshot a volume, admitted for the volume's size as Cinder's scheduler does.
+        """Snapshot a volume, admitted for the volume's size as Cinder's scheduler does:
+        Cinder's request carries no volume type, so it is counted thin where the pool
+        can do thin (a thick volume's snapshot on a pool offering both included).
 
         Snapshots do not count as provisioned capacity (Queens spec). A taken
         name raises ``AlreadyExists`` from the backend.
         """
         name = self.validate_name(name)
         volume = self._get_volume(self.validate_name(volume_name))
-        spec = {"provisioning:type": "thin" if volume.thin else "thick"}
-        self._guarded(volume.pool_name, spec, volume.size_gb * GiB,
+        self._guarded(volume.pool_name, None, volume.size_gb * GiB,
                       lambda pool, thin: self.backend_create_snapshot(name, volume))
         return VolumeInfo(name=name, size_gb=volume.size_gb, pool_name=volume.pool_name,
                           thin=volume.thin, size_bytes=volume.size_bytes)
