@@ -39,6 +39,7 @@ REPO = HERE.parents[1]
 BIN = Path(sys.executable).parent
 RABBIT_BIN = Path("/usr/lib/rabbitmq/bin")
 APT_PACKAGES = ("rabbitmq-server", "mariadb-server")
+MARIADBD = shutil.which("mariadbd") or "/usr/sbin/mariadbd"
 #: short periods, so that a report reaches the scheduler within seconds
 PERIODS = {"report_interval": 2, "graceful_shutdown_timeout": 5, "periodic_interval": 1, "periodic_fuzzy_delay": 0,
            "backend_stats_polling_interval": 3, "scheduler_driver_init_wait_time": 3}
@@ -48,7 +49,7 @@ STATS_PERIOD_S = PERIODS["backend_stats_polling_interval"]
 def missing_parts() -> list[str]:
     """What this machine lacks to run the deployment (empty: nothing)."""
     needed = {"rabbitmq-server": RABBIT_BIN / "rabbitmq-server",
-              "mariadb-server": Path(shutil.which("mariadbd") or "/usr/sbin/mariadbd"),
+              "mariadb-server": Path(MARIADBD),
               "cinder": BIN / "cinder-volume", "gunicorn": BIN / "gunicorn",
               "python-openstackclient": BIN / "openstack"}
     return [name for name, path in needed.items() if not path.exists()]
@@ -172,7 +173,7 @@ class MariaDB:
         self.install = ["mariadb-install-db", "--no-defaults", f"--datadir={self.dir / 'data'}",
                         "--auth-root-authentication-method=normal", "--skip-test-db", *root]
         self.server = Service("mariadb", [
-            "mariadbd", "--no-defaults", f"--datadir={self.dir / 'data'}",
+            MARIADBD, "--no-defaults", f"--datadir={self.dir / 'data'}",
             f"--socket={self.socket}", f"--port={self.port}", "--bind-address=127.0.0.1",
             "--skip-log-bin", "--innodb-buffer-pool-size=32M", "--max-connections=500",
             f"--pid-file={self.dir / 'mariadb.pid'}", *root], self.dir / "server.log")
