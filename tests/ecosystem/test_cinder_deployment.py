@@ -165,7 +165,7 @@ def test_get_pools_long_shows_every_field_the_driver_reports(stack: Stack, user:
     assert pools[THICK]["thin_provisioning_support"] is False
 
 
-def _expect_scheduler_refusal(user: User, volume: dict[str, Any], stack: Stack) -> None:
+def _expect_scheduler_refusal(user: User, volume: dict[str, Any]) -> None:
     """Refused by the scheduler: in error, never on a backend, the user told why."""
     assert volume["status"] == "error", volume
     assert host_pool(volume) is None, "the scheduler sent it to a backend, which refused it"
@@ -184,15 +184,13 @@ FILLS = [  # type, size (GiB), how many fit, where they land
 def test_each_type_fills_its_pool_and_the_scheduler_refuses_the_next(
         stack: Stack, user: User, vtype: str, size: int, fit: int, where: set[str]) -> None:
     stack.reported()
-    made = []
     for i in range(fit):
         volume = user.create(f"{vtype}-{i}", size, vtype)
         assert volume["status"] == "available", (volume, user.messages(volume["id"]))
         assert host_pool(volume) in where
         assert stack.on_backend(volume).size_gb == size
-        made.append(volume)
         stack.reported()  # the scheduler's view is the backend's before the next
-    _expect_scheduler_refusal(user, user.create(f"{vtype}-past-the-cap", size, vtype), stack)
+    _expect_scheduler_refusal(user, user.create(f"{vtype}-past-the-cap", size, vtype))
     stack.assert_db_matches_backend()
 
 
@@ -264,7 +262,7 @@ def test_a_thin_type_past_the_thin_cap_is_never_half_refused(stack: Stack, user:
     user.create("big", 318, "lvm-thin")
     stack.reported()
     documented = user.create("thin-documented", 5, "lvm-thin")
-    _expect_scheduler_refusal(user, documented, stack)
+    _expect_scheduler_refusal(user, documented)
     before = _refusals_logged(stack)
     plain = user.create("thin-plain", 5, "lvm-thin-plain")
     assert (plain["status"], host_pool(plain)) == ("available", THICK), \
