@@ -37,6 +37,12 @@ setup(
             "cosmic-ray>=8.7,<9",
             # a hung test fails with its stack instead of holding the run until CI's limit
             "pytest-timeout>=2.1,<3",
+            # the Cinder deployment test (tests/ecosystem/test_cinder_deployment.py):
+            # cinder-api under gunicorn, MariaDB through PyMySQL, the user's clients
+            "gunicorn>=21,<28",
+            "PyMySQL>=1.0,<2",
+            "python-openstackclient>=7,<11",
+            "python-cinderclient>=9,<10",
         ],
         # pyparsing 3.3.3 breaks Cinder's filter and goodness functions (its
         # infix_notation regression, pyparsing#672); OpenStack pins 3.3.2

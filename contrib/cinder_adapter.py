@@ -344,7 +344,7 @@ class DriverKitVolumeDriver(ManageAdapterMixin, _Base):
     def extend_volume(self, volume: Any, new_size: int) -> None:
         """Grow ``volume``, then let the target show the new size to attached hosts."""
         with self._translated(volume_id=volume.id, extend=True):
-            self._driver.extend_volume(volume.name, new_size)
+            self._driver.extend_volume(volume.name, new_size, growth_from_whole_gib=True)
         try:
             self.target_driver.extend_target(volume)
         except Exception as exc:

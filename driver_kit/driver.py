@@ -30,6 +30,7 @@ from driver_kit.exceptions import (BackendTimeout, BackendUnavailable, CapacityE
                                    SnapshotNotFound, VolumeNotFound)
 from driver_kit.reservations import ReservationHooks, reservations_for
 from driver_kit.notifications import Notifier, log_notifier, notify_capacity
+from driver_kit.provisioning import provisioned_thin, provisioning_type
 from driver_kit.stats import (BackendStats, PoolFacts, PoolStats, build_pool_stats,
                               down_pool_stats, validate_stats)
 from driver_kit.units import GiB, parse_size_gb
@@ -73,20 +74,6 @@ def validate_size_gb(size_gb: Any, what: str = "size") -> int:
     Numbers only (``units.parse_size_gb``, which the command line shares).
     """
     return parse_size_gb(size_gb, what)
-
-
-def provisioning_type(extra_specs: Mapping[str, Any] | None) -> str | None:
-    """The ``provisioning:type`` a volume type asks for: 'thin', 'thick' or None."""
-    if extra_specs is None:
-        return None
-    if not isinstance(extra_specs, Mapping):
-        raise InvalidInput(f"extra_specs must be a mapping, got {extra_specs!r}")
-    wanted = extra_specs.get("provisioning:type")
-    if wanted is None:
-        return None
-    if wanted not in ("thin", "thick"):
-        raise InvalidInput(f"provisioning:type must be 'thin' or 'thick', got {wanted!r}")
-    return wanted
 
 
 class VolumeDriver(ReservationHooks, abc.ABC):
@@ -342,11 +329,7 @@ class VolumeDriver(ReservationHooks, abc.ABC):
 
         def plan(facts: Sequence[PoolFacts]) -> tuple[PoolFacts, bool, float]:
             pool = self._choose_pool(facts, pool_key, wanted)
-            thin = pool.thin_provisioning_support if wanted is None else wanted == "thin"
-            if thin and not pool.thin_provisioning_support or \
-                    not thin and not pool.thick_provisioning_support:
-                raise InvalidInput(f"pool {pool.pool_name} does not support "
-                                   f"{'thin' if thin else 'thick'} provisioning")
+            thin = provisioned_thin(pool, wanted)
             return pool, thin, self._allocated_gb(pool.pool_name, size_bytes) \
                 - self._allocated_gb(pool.pool_name, from_bytes)
 
@@ -406,35 +389,40 @@ class VolumeDriver(ReservationHooks, abc.ABC):
             LOG.info("volume %s already gone", name)
         self._invalidate()
 
-    def extend_volume(self, name: str, new_size_gb: int) -> VolumeInfo:
+    def extend_volume(self, name: str, new_size_gb: int, *,
+                      growth_from_whole_gib: bool = False) -> VolumeInfo:
         """Grow a volume to ``new_size_gb`` GiB if admission allows the growth.
 
         The new size must exceed the current one; a refusal changes nothing.
+        ``growth_from_whole_gib``: counted from the size rounded up to whole GiB (Cinder's
+        size of a volume managed at a part GiB), as Cinder's scheduler counts it.
         """
         name = self.validate_name(name)
         new_size_gb = validate_size_gb(new_size_gb, "new size")
         volume = self._get_volume(name)
-        growth_bytes = new_size_gb * GiB - volume.size_bytes
-        if growth_bytes <= 0:
+        if new_size_gb * GiB <= volume.size_bytes:
             raise InvalidSize(f"new size {new_size_gb} GiB must exceed the current size "
                               f"{_exact_gib(volume.size_bytes)} of volume {name!r}")
         spec = {"provisioning:type": "thin" if volume.thin else "thick"}
+        from_bytes = -(-volume.size_bytes // GiB) * GiB if growth_from_whole_gib else \
+            volume.size_bytes
         self._guarded(volume.pool_name, spec, ("volume", name, new_size_gb * GiB),
                       lambda pool, thin: self.backend_extend_volume(name, new_size_gb),
-                      from_bytes=volume.size_bytes)
+                      from_bytes=from_bytes)
         return VolumeInfo(name=name, size_gb=new_size_gb, pool_name=volume.pool_name,
                           thin=volume.thin)
 
     def create_snapshot(self, name: str, volume_name: str) -> VolumeInfo:
-        """Snapshot a volume, admitted for the volume's size as Cinder's scheduler does.
+        """Snapshot a volume, admitted for the volume's size as Cinder's scheduler does:
+        Cinder's request carries no volume type, so it is counted thin where the pool
+        can do thin (a thick volume's snapshot on a pool offering both included).
 
         Snapshots do not count as provisioned capacity (Queens spec). A taken
         name raises ``AlreadyExists`` from the backend.
         """
         name = self.validate_name(name)
         volume = self._get_volume(self.validate_name(volume_name))
-        spec = {"provisioning:type": "thin" if volume.thin else "thick"}
-        self._guarded(volume.pool_name, spec, ("snapshot", name, volume.size_gb * GiB),
+        self._guarded(volume.pool_name, None, ("snapshot", name, volume.size_gb * GiB),
                       lambda pool, thin: self.backend_create_snapshot(name, volume))
         return VolumeInfo(name=name, size_gb=volume.size_gb, pool_name=volume.pool_name,
                           thin=volume.thin, size_bytes=volume.size_bytes)

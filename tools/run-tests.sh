@@ -31,8 +31,11 @@ fi
 .venv/bin/python -m pip install -q -e '.[test,cinder,coordination]'
 # tests/ecosystem/test_devstack.py lints the DevStack plugin with ShellCheck;
 # tests/ecosystem/test_cinder_datapath.py converts images with qemu-img;
-# tests/unit/test_coordination.py runs a real etcd (Debian's etcd-server)
-for tool in shellcheck:shellcheck qemu-img:qemu-utils etcd:etcd-server; do
+# tests/unit/test_coordination.py runs a real etcd (Debian's etcd-server);
+# tests/ecosystem/test_cinder_deployment.py runs RabbitMQ and MariaDB (private
+# instances it starts and stops itself)
+for tool in shellcheck:shellcheck qemu-img:qemu-utils etcd:etcd-server \
+        rabbitmq-server:rabbitmq-server mariadbd:mariadb-server; do
     if ! command -v "${tool%%:*}" >/dev/null && [ "$(id -u)" = 0 ]; then
         apt-get install -y -q "${tool#*:}" >/dev/null 2>&1 \
             || { apt-get update -q >/dev/null && apt-get install -y -q "${tool#*:}" >/dev/null; } \
