@@ -27,6 +27,7 @@ from oslo_concurrency import lockutils
 
 from driver_kit.coordination import CoordinatedLock
 from driver_kit.exceptions import CoordinationError
+from driver_kit.lock_dir import default_lock_path, private_lock_dir
 
 LOG = logging.getLogger(__name__)
 
@@ -70,7 +71,10 @@ class AdmissionGate:
         """The cross-process lock of ``key``: tooz with a coordination URL, else a file lock."""
         if self._coordination_url:
             return CoordinatedLock(self._coordination_url, f"{self._prefix}{key}")
-        os.makedirs(self._lock_path, exist_ok=True)
+        if os.path.abspath(self._lock_path) == os.path.abspath(default_lock_path()):
+            private_lock_dir(self._lock_path)  # in the shared temporary directory
+        else:
+            os.makedirs(self._lock_path, exist_ok=True)
         return lockutils.external_lock(key, lock_file_prefix=self._prefix,
                                        lock_path=self._lock_path)
 

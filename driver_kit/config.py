@@ -9,7 +9,6 @@ silently accepts a ratio of 0.5; the kit refuses it).
 from __future__ import annotations
 
 import os
-import tempfile
 from dataclasses import dataclass
 from typing import Any, Iterable, Sequence
 
@@ -18,6 +17,7 @@ from oslo_config import cfg
 from driver_kit import capacity
 from driver_kit.coordination_url import parse_coordination_url
 from driver_kit.exceptions import ConfigError, InvalidInput
+from driver_kit.lock_dir import default_lock_path
 
 __all__ = ["BackendConfig", "KIT_OPTS", "DEFAULT_OPTS", "list_opts", "load_backend_config",
            "make_conf", "register_backend_opts"]
@@ -57,8 +57,10 @@ KIT_OPTS = [
                     "extend's filter sees the volume's size, not the growth)."),
     cfg.StrOpt("lock_path",
                help="Directory for the per-pool inter-process admission locks; defaults "
-                    "to a driver_kit-locks directory in the system temporary directory. "
-                    "Every process sharing a pool must use the same path."),
+                    "to a driver_kit-locks directory in the system temporary directory, "
+                    "made private (0700) when missing and refused when another user owns "
+                    "it, others may write to it, or it is or holds a symlink. Every "
+                    "process sharing a pool must use the same path."),
     cfg.StrOpt("coordination_backend_url", secret=True,
                help="URL of a coordination service shared by every host serving this "
                     "backend. etcd3+http://host:2379?timeout=30 (or etcd3+https): "
@@ -209,8 +211,7 @@ def load_backend_config(conf: cfg.ConfigOpts | None = None, backend: str = "defa
         volume_backend_name=values["volume_backend_name"] or backend,
         max_over_subscription_ratio=ratio, reserved_percentage=int(reserved),
         over_provisioning_calculation=calculation,
-        lock_path=values["lock_path"] or os.path.join(tempfile.gettempdir(),
-                                                      "driver_kit-locks"),
+        lock_path=values["lock_path"] or default_lock_path(),
         capacity_warning_used_percent=float(values["capacity_warning_used_percent"]),
         capacity_warning_provisioned_percent=float(
             values["capacity_warning_provisioned_percent"]),

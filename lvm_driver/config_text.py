@@ -4,14 +4,16 @@ The grammar as libdevmapper's config parser reads it: sections ``name { ... }``,
 settings ``key = value``, values that are strings (``"..."``, backslash escapes
 the next character), integers, floats or lists ``[ v, v, ... ]`` of those, and
 ``#`` comments to the end of the line; the text may end in NUL bytes (a metadata
-area's copy does). A section is a dict, a list a tuple. Anything else, or a
-name given twice in one section, raises ConfigTextError: the caller reads the
-same facts some other way rather than guess. LVM writes one statement a line
-(a list may run over several), which is read with string methods alone; a text
-with anything else on a line (a comment, an escape, two statements) is parsed
-again by one regular expression matching whole statements: both give the same
-tree, the first about twice as fast (a metadata text of 10,000 LVs in a few
-hundred milliseconds).
+area's copy does). A section is a dict, a list a tuple. Anything else, a name
+given twice in one section, or an integer past Python's digit limit, raises
+ConfigTextError: the caller reads the same facts some other way rather than
+guess. LVM writes one statement a line (a list may run over several), which is
+read with string methods alone; a text with anything else on a line (a comment,
+an escape, two statements) is parsed again by one regular expression matching
+whole statements, each where the last ended (so a malformed text costs linear
+time, never a search from every position): both give the same tree, the first
+about twice as fast (a metadata text of 10,000 LVs in a few hundred
+milliseconds).
 """
 
 from __future__ import annotations

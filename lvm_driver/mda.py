@@ -28,7 +28,7 @@ from typing import Final, TypeAlias
 __all__ = ["PVLabel", "MDAHeader", "RawLocn", "PVFingerprint", "Fingerprint",
            "HeaderError", "BlockReader", "calc_crc", "parse_label", "parse_mda_header",
            "read_block", "read_fd", "identity_of", "pv_fingerprint", "vg_fingerprint",
-           "read_metadata_text"]
+           "read_metadata_text", "MAX_TEXT_BYTES"]
 
 LOG = logging.getLogger(__name__)
 
@@ -48,6 +48,11 @@ RAW_LOCN_IGNORED: Final = 1
 #: (at 4 KiB), aligned for O_DIRECT
 FIRST_READ_BYTES: Final = 8192
 _ALIGN: Final = 4096
+#: the largest metadata text read (bytes): a VG of 10,000 LVs writes about 4.4 MB and
+#: LVM's default metadata area is 1 MiB; a header claiming more is a doubt, not a read
+MAX_TEXT_BYTES: Final = 128 * 1024 ** 2
+#: the text is read in reads of at most this many bytes (each one aligned buffer)
+TEXT_CHUNK_BYTES: Final = 1024 ** 2
 
 _LABEL_HEADER: Final = struct.Struct("<8sQII8s")   # id, sector, crc, offset, type
 _DISK_LOCN: Final = struct.Struct("<QQ")            # offset, size
@@ -241,7 +246,7 @@ def pv_fingerprint(path: str, mda_count: int, *,
         raise HeaderError(f"{path} lists {len(label.metadata_areas)} metadata areas, "
                           f"LVM said {mda_count}")
     areas, mdas = [], []
-    for area_offset, _ in label.metadata_areas:
+    for area_offset, area_size in label.metadata_areas:
         if area_offset + MDA_HEADER_SIZE <= len(head):
             block = head[area_offset:area_offset + MDA_HEADER_SIZE]
         else:
@@ -252,6 +257,9 @@ def pv_fingerprint(path: str, mda_count: int, *,
         if header.start != area_offset:
             raise HeaderError(f"{path}: metadata area at {area_offset} says it starts "
                               f"at {header.start}")
+        if header.size != area_size:  # LVM writes both from one figure
+            raise HeaderError(f"{path}: metadata area at {area_offset} says it is "
+                              f"{header.size} bytes, the label {area_size}")
         if len(header.raw_locns) != 1:  # none: no metadata; two: a commit under way
             raise HeaderError(f"{path}: metadata area at {area_offset} lists "
                               f"{len(header.raw_locns)} text locations, not 1")
@@ -286,7 +294,9 @@ def read_metadata_text(pv: PVFingerprint, *, read: BlockReader = read_block) -> 
     as LVM reads it: ``size`` bytes from ``offset`` in the area, wrapping to just after
     the area's header when they run past its end; checked against the raw_locn's
     checksum and against every other area of ``pv`` (same size and checksum: the same
-    text). Without its trailing NUL. HeaderError or OSError on any doubt."""
+    text). At most MAX_TEXT_BYTES, read TEXT_CHUNK_BYTES at a time, so a forged header
+    costs at most two copies of that in memory. Without its trailing NUL. HeaderError or OSError
+    on any doubt."""
     if not pv.areas or len(pv.mdas) != len(pv.areas):
         raise HeaderError(f"{pv.path}: no metadata area to read the text from")
     offset, size, checksum = pv.areas[0]
@@ -297,17 +307,27 @@ def read_metadata_text(pv: PVFingerprint, *, read: BlockReader = read_block) -> 
             area_size - MDA_HEADER_SIZE):
         raise HeaderError(f"{pv.path}: text location {offset}+{size} is out of its "
                           f"metadata area of {area_size} bytes")
+    if size > MAX_TEXT_BYTES:
+        raise HeaderError(f"{pv.path}: a metadata text of {size} bytes is above the "
+                          f"ceiling of {MAX_TEXT_BYTES} read")
     wrap = max(0, offset + size - area_size)
     parts = [(start + offset, size - wrap)]
     if wrap:
         parts.append((start + MDA_HEADER_SIZE, wrap))
-    text = b""
-    for part_offset, length in parts:
-        identity, data = read(pv.path, part_offset, length)
-        if identity != pv.device_id or len(data) != length:
-            raise HeaderError(f"{pv.path} changed device, or ended, under the text read")
-        text += data
-    if calc_crc(INITIAL_CRC, text) != checksum:
+    text = bytearray()
+    crc = INITIAL_CRC
+    for part_offset, part_length in parts:
+        for chunk_offset in range(part_offset, part_offset + part_length, TEXT_CHUNK_BYTES):
+            length = min(TEXT_CHUNK_BYTES, part_offset + part_length - chunk_offset)
+            identity, data = read(pv.path, chunk_offset, length)
+            if identity != pv.device_id or len(data) != length:
+                raise HeaderError(f"{pv.path} changed device, or ended, under the text "
+                                  f"read")
+            crc = calc_crc(crc, data)
+            text += data
+    if crc != checksum:
         raise HeaderError(f"{pv.path}: metadata text checksum mismatch (a commit since "
                           f"its header was read?)")
-    return text.rstrip(b"\0")
+    data = bytes(text)
+    text.clear()  # at most two copies of the text at any time
+    return data.rstrip(b"\0")

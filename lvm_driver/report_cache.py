@@ -207,9 +207,13 @@ class ReportCache:
         try:
             report = vg_metadata.report_from_pvs(fingerprint, vg_name,
                                                  read=self.sources.read_block)
-        except (vg_metadata.MetadataUnsupported, mda.HeaderError, OSError) as exc:
-            LOG.debug("metadata text of %s not used, reading it through lvs: %s",
-                      vg_name, exc)
+        except Exception as exc:  # noqa: BLE001 - the text is the disk's, not ours
+            if isinstance(exc, (vg_metadata.MetadataUnsupported, mda.HeaderError, OSError)):
+                LOG.debug("metadata text of %s not used, reading it through lvs: %s",
+                          vg_name, exc)
+            else:  # a text the parser does not expect: a bug to report, not a failure
+                LOG.warning("metadata text of %s not understood (%s), reading it through "
+                            "lvs", vg_name, type(exc).__name__, exc_info=True)
             with self._lock:
                 self._counts["unparsed"] += 1
             return None

@@ -52,6 +52,9 @@ _SEGMENT_KEYS: Final = {kind: _SEGMENT_COMMON | keys for kind, keys in {
     "snapshot": frozenset({"chunk_size", "origin", "cow_store"}),
 }.items()}
 _ONE_SEGMENT: Final = {"segment1"}
+#: each segment type's settings that name another LV (a string, whatever the text holds)
+_REFERENCES: Final = {"striped": (), "thin-pool": ("pool", "metadata"),
+                      "thin": ("thin_pool", "origin"), "snapshot": ("origin", "cow_store")}
 _ALLOC_CHARS: Final = {"inherit": "i", "normal": "n", "contiguous": "c", "cling": "l",
                        "cling_by_tags": "t", "anywhere": "a"}
 
@@ -106,9 +109,11 @@ class _LV:
         if found is None:
             found = memo[tags] = tuple(sorted(_strings(section, "tags", f"LV {name}")))
         self.tags = found
-        self.alloc = _ALLOC_CHARS.get(section.get("allocation_policy", "inherit"))
+        policy = section.get("allocation_policy", "inherit")
+        self.alloc = _ALLOC_CHARS.get(policy) if type(policy) is str else None
         count = section.get("segment_count")
-        if self.alloc is None or type(count) is not int or count < 1:
+        # each segment is a setting of the section: a count beyond them is forged
+        if self.alloc is None or type(count) is not int or not 1 <= count <= len(section):
             raise MetadataUnsupported(f"LV {name}: allocation policy or segment count")
         others = section.keys() - _LV_KEYS
         if count == 1:
@@ -126,10 +131,13 @@ class _LV:
             if type(segment) is not dict:
                 raise MetadataUnsupported(f"LV {name}: a segment is not a section")
             kind = segment.get("type")
-            keys = _SEGMENT_KEYS.get(kind)  # type: ignore[arg-type]
+            keys = _SEGMENT_KEYS.get(kind) if type(kind) is str else None
             if keys is None or not (segment.keys() <= keys or _messages_only(segment, kind)):
                 raise MetadataUnsupported(f"LV {name}: segment type {kind!r} or a setting "
                                           f"of it not known")
+            for key in _REFERENCES[kind]:
+                if type(segment.get(key, "")) is not str:
+                    raise MetadataUnsupported(f"LV {name}: {key} is not a name")
             start, length = segment.get("start_extent"), segment.get("extent_count")
             if start != self.extents or type(length) is not int or length < 0 or (
                     count > 1 and kind != "striped"):

@@ -20,13 +20,14 @@ import os
 import struct
 from typing import Any, Final
 
-from lvm_driver.mda import (INITIAL_CRC, LABEL_ID, LABEL_TYPE, MDA_HEADER_SIZE, MDA_MAGIC,
-                            MDA_VERSION, SECTOR, calc_crc)
+from lvm_driver.mda import (INITIAL_CRC, LABEL_ID, LABEL_SCAN_SECTORS, LABEL_TYPE,
+                            MDA_HEADER_SIZE, MDA_MAGIC, MDA_VERSION, SECTOR, HeaderError,
+                            calc_crc, parse_label)
 from lvm_driver.simulator.metadata_text import label_uuid, metadata_text
 from lvm_driver.simulator.sizes import PV_METADATA_BYTES
 
 __all__ = ["MDA_OFFSET", "vg_seqnos", "write_changed_headers", "label_sector", "mda_header",
-           "text_offset"]
+           "text_offset", "holds_pv_label"]
 
 #: where the metadata area starts (as pvcreate puts it) and how big it is
 MDA_OFFSET: Final = 4096
@@ -50,6 +51,21 @@ def label_sector(pv_uuid: str, device_size: int) -> bytes:
     struct.pack_into("<8sQII8s", body, 0, LABEL_ID, _LABEL_SECTOR, 0, 32, LABEL_TYPE)
     struct.pack_into("<I", body, 16, calc_crc(INITIAL_CRC, bytes(body[20:])))
     return bytes(body)
+
+
+def holds_pv_label(path: str) -> bool:
+    """Whether the regular file ``path`` holds a valid LVM2 label (a PV's, kept even when
+    the state that listed it is lost)."""
+    try:
+        with open(path, "rb") as handle:
+            head = handle.read(LABEL_SCAN_SECTORS * SECTOR)
+    except (FileNotFoundError, IsADirectoryError):
+        return False
+    try:
+        parse_label(head)
+    except HeaderError:
+        return False
+    return True
 
 
 def text_offset(vg: dict[str, Any]) -> int:

@@ -10,6 +10,7 @@ import os
 from lvm_driver.simulator.args import Args
 from lvm_driver.simulator.errors import EXIT_FAILED, EXIT_INVALID, Fail, invalid
 from lvm_driver.simulator.names import valid_name
+from lvm_driver.simulator.pv_headers import holds_pv_label
 from lvm_driver.simulator.session import Session, lvm_uuid
 from lvm_driver.simulator.sizes import DEFAULT_EXTENT_SIZE, PV_METADATA_BYTES, MiB, parse_size
 
@@ -37,6 +38,11 @@ def cmd_pvcreate(session: Session, args: Args) -> None:
             raise Fail(EXIT_FAILED, f'Can\'t initialize physical volume "{device}" of '
                                     f'volume group "{pv["vg"]}" without -ff',
                        f"{device}: physical volume not initialized.")
+        if pv is None and os.path.isfile(device) and holds_pv_label(device):
+            # a PV file of a lost or replaced state: its VG lives on in it
+            raise Fail(EXIT_FAILED, f'Can\'t initialize physical volume "{device}": it holds '
+                                    f'a PV this state does not list (restore the state '
+                                    f'file, or remove {device} to start anew)')
         size = _device_size(args, device)
         if size < PV_METADATA_BYTES + 2 * MiB:
             raise Fail(EXIT_FAILED, f"{device}: Minimum PV size is 2.00 MiB beyond "

@@ -29,6 +29,7 @@ from lvm_driver.simulator import dm
 from lvm_driver.simulator.dispatch import COMMANDS, OTHER_TOOLS, execute
 from lvm_driver.simulator.errors import EXIT_FAILED, SimulatorError, StateFileError
 from lvm_driver.simulator.faults import new_fault, new_state_fault, run_with_fault, take_matching
+from lvm_driver.simulator.pv_headers import holds_pv_label
 from lvm_driver.simulator.session import Output, Session, ranges_without
 from lvm_driver.simulator.sizes import DEFAULT_EXTENT_SIZE, PV_METADATA_BYTES, SECTOR
 from lvm_driver.simulator.state import StateStore
@@ -140,6 +141,11 @@ class LVMSimulator(StateStore):
             raise SimulatorError("a VG needs at least one extent")
         device = self.pv_path(name)
         made = not os.path.exists(device)
+        if not made and device not in self.state()["pvs"] and holds_pv_label(device):
+            raise StateFileError(
+                f"PV file {device} holds VG {name}'s data but the state file "
+                f"{self.state_file} does not list it (missing or replaced): restore the "
+                f"state file, or remove {device} to start anew")
         with open(device, "ab"):
             pass
         pv_bytes = size_bytes // SECTOR * SECTOR + PV_METADATA_BYTES

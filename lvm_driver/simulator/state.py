@@ -135,8 +135,10 @@ class StateStore:
                                  f"{exc.strerror}.") from None
         except UnicodeDecodeError as exc:
             raise StateFileError(f"state file {self.state_file} is not JSON: {exc}") from None
-        if not text.strip():
-            return empty_state()
+        if not text.strip():  # never written so: saves replace the file whole
+            raise StateFileError(f"state file {self.state_file} is empty: restore it, or "
+                                 f"remove it and its PV files ({self.state_file}.pv-*) "
+                                 f"to start anew")
         try:
             state = json.loads(text)
         except ValueError as exc:

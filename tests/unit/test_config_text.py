@@ -35,7 +35,7 @@ def test_a_malformed_run_is_refused_in_linear_time(make):
     assert large < 0.5, f"60k characters took {large:.2f} s"
     # linear: twice the text, about twice the time (quadratic is four times); the
     # floor keeps timer noise on sub-millisecond runs from deciding
-    assert large < 3 * max(small, 0.002), f"30k: {small:.4f} s, 60k: {large:.4f} s"
+    assert large < 3 * max(small, 0.01), f"30k: {small:.4f} s, 60k: {large:.4f} s"
 
 
 @pytest.mark.parametrize("text", [
