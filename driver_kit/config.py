@@ -125,6 +125,8 @@ class BackendConfig:
     stats_timeout: float
     coordination_backend_url: str | None = None
     options: Any = None
+    #: the files the section was read from (none: overrides only, as in Cinder)
+    config_files: tuple[str, ...] = ()
 
     def get(self, name: str, default: Any = None) -> Any:
         """A driver-specific option of this backend's section (``default`` if unset).
@@ -206,7 +208,7 @@ def load_backend_config(conf: cfg.ConfigOpts | None = None, backend: str = "defa
         stats_timeout=float(values["stats_timeout"]),
         coordination_backend_url=(values["coordination_backend_url"]
                                   or _coordination_section_url(conf)),
-        options=conf[backend])
+        options=conf[backend], config_files=tuple(conf.config_file or ()))
 
 
 def _coordination_section_url(conf: cfg.ConfigOpts) -> str | None:

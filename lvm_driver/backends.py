@@ -17,9 +17,17 @@ from driver_kit import BackendConfig, GiB
 from lvm_driver.executor import LVMExecutor
 
 BACKEND_OPTS = [
+    cfg.StrOpt("lvm_privilege", default="auto", choices=["auto", "direct", "privsep"],
+               help="How the driver reaches LVM and the devices: 'direct' runs LVM and "
+                    "reads the devices itself (it must be root); 'privsep' sends every "
+                    "command and read to the driver's privileged daemon "
+                    "(lvm_driver.privileged), which checks them against this section of "
+                    "the root-owned config file; 'auto': direct as root or on the "
+                    "simulator, privsep otherwise."),
     cfg.StrOpt("lvm_root_helper",
-               help="Command prefix for LVM (e.g. 'sudo'); unset: none when running as "
-                    "root, 'sudo' otherwise."),
+               help="With lvm_privilege = privsep outside a service that sets its own root "
+                    "helper (Cinder does): the command prefix that starts privsep-helper "
+                    "as root, e.g. 'sudo' (the default). Never used for LVM itself."),
     cfg.FloatOpt("lvm_command_timeout", default=120.0,
                  help="Seconds an LVM command may run before it is stopped."),
     cfg.StrOpt("lvm_backend", default="real", choices=["real", "simulator"],
@@ -39,19 +47,35 @@ BACKEND_OPTS = [
 ]
 
 
+def privilege_of(conf: BackendConfig) -> str:
+    """'direct' or 'privsep': ``lvm_privilege``, 'auto' resolved (direct as root or on
+    the simulator)."""
+    privilege = conf.get("lvm_privilege", "auto")
+    if privilege == "auto":
+        simulated = conf.get("lvm_backend", "real") == "simulator"
+        return "direct" if os.geteuid() == 0 or simulated else "privsep"
+    return privilege
+
+
 def make_executor(conf: BackendConfig) -> LVMExecutor:
-    """The executor ``conf`` asks for: LVM's environment (``lvm_conf_file``), root
-    helper, timeout and read session, running real LVM or, with ``lvm_backend = simulator``, the
-    simulator, which then also stands for the operator's ``vgcreate``."""
-    root_helper = conf.get("lvm_root_helper")
-    if root_helper is None:
-        root_helper = None if os.geteuid() == 0 else "sudo"
+    """The executor ``conf`` asks for. Direct: LVM's environment (``lvm_conf_file``),
+    timeout and read session, running real LVM or, with ``lvm_backend = simulator``,
+    the simulator, which then also stands for the operator's ``vgcreate``. Privsep:
+    every command through the privileged daemon (``lvm_driver.privsep_runner``), which
+    takes the VG, pool, LVM configuration and backend from the section itself."""
     conf_file = conf.get("lvm_conf_file")
     simulated = conf.get("lvm_backend", "real") == "simulator"
+    timeout_s = conf.get("lvm_command_timeout", 120.0)
+    if privilege_of(conf) == "privsep":
+        from lvm_driver.privsep_runner import PrivsepRunner, use_helper  # loaded when used
+        use_helper(conf.get("lvm_root_helper"),
+                   [os.path.abspath(path) for path in conf.config_files])
+        return LVMExecutor(runner=PrivsepRunner(conf.backend,
+                                                vg_name=conf.get("volume_group")),
+                           timeout_s=timeout_s)
     session = conf.get("lvm_read_session")
-    settings = {"root_helper": root_helper or None,
-                "lvm_system_dir": os.path.dirname(conf_file) if conf_file else None,
-                "timeout_s": conf.get("lvm_command_timeout", 120.0),
+    settings = {"lvm_system_dir": os.path.dirname(conf_file) if conf_file else None,
+                "timeout_s": timeout_s,
                 "read_session": not simulated if session is None else session,
                 "session_max_commands": conf.get("lvm_read_session_max_commands", 10_000)}
     if not simulated:

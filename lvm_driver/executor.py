@@ -311,15 +311,6 @@ class LVMExecutor:
             env["LVM_SYSTEM_DIR"] = self.lvm_system_dir
         return env
 
-    def helper_argv(self, argv: Sequence[str], *, lvm_env: bool = True) -> list[str]:
-        """The argv a root helper (sudo, rootwrap) receives for ``run(argv, lvm_env=...)``."""
-        return helper_command(argv, self.environment() if lvm_env else {})
-
-    @staticmethod
-    def shell_helper_argv(env: dict[str, str]) -> list[str]:
-        """The argv a root helper receives to start an lvm shell with ``env``."""
-        return helper_command(["lvm"], env, SHELL_ENV_KEYS)
-
     def run(self, argv: Sequence[str], *, readonly: bool,
             timeout_s: float | None = None, lvm_env: bool = True) -> CommandResult:
         """Run one LVM command; raise a typed ``LVMError`` unless it exits 0.

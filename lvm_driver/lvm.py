@@ -22,6 +22,7 @@ from lvm_driver.executor import (
     LVMNotFoundError, LVMOutputError, LVMTimeoutError,
     LVMVolumeGroupNotFoundError,
 )
+from lvm_driver import lvm_argv
 from lvm_driver.names import (NAME_MAX_LENGTH, size_argument, validate_lv_name,
                               validate_tag, validate_vg_name)
 from lvm_driver.report import (REPORT_FIELDS, VG_FIELDS, LogicalVolume, LVAttr,
@@ -29,9 +30,8 @@ from lvm_driver.report import (REPORT_FIELDS, VG_FIELDS, LogicalVolume, LVAttr,
                                lvs_from_rows, parse_lvs_report, parse_vgs_report,
                                report_from_rows)
 from lvm_driver.mda import Fingerprint
-from lvm_driver.report_cache import (PV_CHECK_FIELDS, PV_FIELDS, CacheStats, DeviceSources,
-                                     ReportCache, parse_pvs_report, sources_of,
-                                     with_pool_usage)
+from lvm_driver.report_cache import (CacheStats, DeviceSources, ReportCache,
+                                     parse_pvs_report, sources_of, with_pool_usage)
 
 __all__ = [
     "VolumeGroup", "VGReport", "VGInfo", "LogicalVolume", "LVAttr",
@@ -80,9 +80,6 @@ class VolumeGroup:
     def executor(self) -> LVMExecutor:
         return self._executor
 
-    def _lv_path(self, name: str) -> str:
-        return f"{self._vg_name}/{validate_lv_name(name)}"
-
     def _write(self, argv: list[str]) -> None:
         self._executor.run(argv, readonly=False)
 
@@ -99,19 +96,19 @@ class VolumeGroup:
         along (``PV_CHECK_FIELDS``): they say whether the PVs learned are still
         all of the VG's.
         """
-        return ["lvs", "--readonly", "--reportformat", "json", "--units", "b",
-                "--nosuffix", "-o", ",".join(REPORT_FIELDS + PV_CHECK_FIELDS),
-                self._vg_name]
+        return lvm_argv.report(self._vg_name)
 
     def live_report_argv(self, target: str | None = None) -> list[str]:
         """``lvs`` asking the kernel too (state, open, data%) of ``target`` (an LV
         path; default the whole VG)."""
-        return ["lvs", "--reportformat", "json", "--units", "b", "--nosuffix",
-                "-o", ",".join(REPORT_FIELDS), target or self._vg_name]
+        if target is None:
+            return lvm_argv.live_report(self._vg_name)
+        vg, _, name = target.partition("/")
+        return lvm_argv.live_report(vg, name)
 
     def pvs_argv(self) -> list[str]:
         """The ``pvs`` naming the PVs (and their metadata areas) of the VG."""
-        return ["pvs", "--readonly", "--reportformat", "json", "-o", ",".join(PV_FIELDS)]
+        return lvm_argv.pv_report()
 
     @property
     def parses_metadata(self) -> bool:
@@ -199,7 +196,7 @@ class VolumeGroup:
         did not list it: an ``lvs`` exiting 0 without that one row raises
         ``LVMOutputError``; a missing VG raises ``LVMVolumeGroupNotFoundError``.
         """
-        argv = self.live_report_argv(self._lv_path(name))
+        argv = lvm_argv.live_report(self._vg_name, name)
         try:
             result = self._executor.run(argv, readonly=True, timeout_s=timeout_s)
         except LVMVolumeGroupNotFoundError:
@@ -215,8 +212,7 @@ class VolumeGroup:
 
     def vg_info(self, *, timeout_s: float | None = None) -> VGInfo:
         """The VG's size, free space and extent size from ``vgs`` (setup checks)."""
-        argv = ["vgs", "--reportformat", "json", "--units", "b", "--nosuffix",
-                "--readonly", "-o", ",".join(VG_FIELDS), self._vg_name]
+        argv = lvm_argv.vg_report(self._vg_name)
         result = self._executor.run(argv, readonly=True, timeout_s=timeout_s)
         return parse_vgs_report(result.stdout, self._vg_name)
 
@@ -230,13 +226,13 @@ class VolumeGroup:
 
     def supports_thin(self) -> bool:
         """True if this LVM build offers thin pools and thin volumes."""
-        result = self._executor.run(["lvm", "segtypes"], readonly=True)
+        result = self._executor.run(lvm_argv.lvm_query("segtypes"), readonly=True)
         segtypes = {line.strip() for line in result.stdout.splitlines()}
         return {"thin-pool", "thin"} <= segtypes
 
     def lvm_version(self) -> tuple[int, int, int]:
         """LVM's own version, e.g. (2, 3, 16), from ``lvm version``."""
-        result = self._executor.run(["lvm", "version"], readonly=True)
+        result = self._executor.run(lvm_argv.lvm_query("version"), readonly=True)
         match = re.search(r"LVM version:\s*(\d+)\.(\d+)\.(\d+)", result.stdout)
         if not match:
             raise LVMOutputError(
@@ -252,11 +248,8 @@ class VolumeGroup:
         Takes VG extents for data, metadata and (for the VG's first pool) a
         metadata spare. Not idempotent: an existing name raises AlreadyExists.
         """
-        argv = ["lvcreate", "--type", "thin-pool", "--size", size_argument(size_bytes)]
-        if metadata_size_bytes is not None:
-            argv += ["--poolmetadatasize", size_argument(metadata_size_bytes)]
-        argv += ["--name", validate_lv_name(name), "--yes", self._vg_name]
-        self._write(argv)
+        self._write(lvm_argv.create_thin_pool(self._vg_name, name, size_bytes,
+                                              metadata_size_bytes=metadata_size_bytes))
 
     def create_thin_volume(self, name: str, size_bytes: int, *, pool: str,
                            tags: tuple[str, ...] | list[str] = ()) -> None:
@@ -264,18 +257,13 @@ class VolumeGroup:
 
         LVM allows the pool to be over-provisioned; admission is the caller's.
         """
-        argv = ["lvcreate", "--type", "thin", "--virtualsize", size_argument(size_bytes),
-                "--thinpool", validate_lv_name(pool), "--name", validate_lv_name(name),
-                *_tag_args(tags), "--yes", self._vg_name]
-        self._write(argv)
+        self._write(lvm_argv.create_thin(self._vg_name, name, size_bytes, pool=pool,
+                                         tags=tags))
 
     def create_thick_volume(self, name: str, size_bytes: int, *,
                             tags: tuple[str, ...] | list[str] = ()) -> None:
         """Create a linear LV from the VG's free extents (active)."""
-        argv = ["lvcreate", "--type", "linear", "--size", size_argument(size_bytes),
-                "--name", validate_lv_name(name), *_tag_args(tags), "--yes",
-                self._vg_name]
-        self._write(argv)
+        self._write(lvm_argv.create_thick(self._vg_name, name, size_bytes, tags=tags))
 
     def create_thin_snapshot(self, name: str, origin: str, *,
                              tags: tuple[str, ...] | list[str] = (),
@@ -286,12 +274,8 @@ class VolumeGroup:
         snapshot). ``activate=True``: the flag is cleared and the LV activated
         in the same lvcreate (a volume created from a snapshot, or a clone).
         """
-        argv = ["lvcreate", "--snapshot", "--setactivationskip", "n" if activate else "y"]
-        if activate:
-            argv += ["--activate", "y"]
-        argv += ["--name", validate_lv_name(name), *_tag_args(tags), "--yes",
-                 self._lv_path(origin)]
-        self._write(argv)
+        self._write(lvm_argv.create_snapshot(self._vg_name, name, origin, tags=tags,
+                                             activate=activate))
 
     def extend(self, name: str, new_size_bytes: int) -> None:
         """Grow LV ``name`` to ``new_size_bytes`` (rounded up to extents).
@@ -299,9 +283,8 @@ class VolumeGroup:
         Idempotent: when the LV already has that size it succeeds silently.
         A smaller size fails (LVM never shrinks here).
         """
-        argv = ["lvextend", "--size", size_argument(new_size_bytes), self._lv_path(name)]
         try:
-            self._write(argv)
+            self._write(lvm_argv.extend(self._vg_name, name, new_size_bytes))
         except LVMCommandError as exc:
             if "matches existing size" in exc.stderr:
                 return
@@ -313,30 +296,28 @@ class VolumeGroup:
         Careful: removing a thin pool removes all its thin volumes too. A
         missing LV raises LVMNotFoundError (the caller decides idempotency).
         """
-        self._write(["lvremove", "--force", self._lv_path(name)])
+        self._write(lvm_argv.remove(self._vg_name, name))
 
     def rename(self, old: str, new: str) -> None:
         """Rename LV ``old`` to ``new`` (AlreadyExists if ``new`` is taken)."""
-        self._write(["lvrename", self._vg_name, validate_lv_name(old),
-                     validate_lv_name(new)])
+        self._write(lvm_argv.rename(self._vg_name, old, new))
 
     def activate(self, name: str) -> None:
         """Activate LV ``name`` even if flagged skip-activation (``-ay -K``).
 
         Idempotent: activating an active LV succeeds.
         """
-        self._write(["lvchange", "--activate", "y", "--ignoreactivationskip",
-                     self._lv_path(name)])
+        self._write(lvm_argv.activate(self._vg_name, name))
 
     def deactivate(self, name: str) -> None:
         """Deactivate LV ``name`` (``lvchange -an``); an open LV refuses."""
-        self._write(["lvchange", "--activate", "n", self._lv_path(name)])
+        self._write(lvm_argv.deactivate(self._vg_name, name))
 
     def merge_snapshot(self, name: str) -> None:
         """Merge snapshot ``name`` into its origin (``lvconvert --merge``); the snapshot
         LV goes away. LVM defers the merge to the origin's next activation while the
         origin is open."""
-        self._write(["lvconvert", "--merge", self._lv_path(name)])
+        self._write(lvm_argv.merge(self._vg_name, name))
 
     def zero(self, name: str, nbytes: int, *, timeout_s: float) -> None:
         """Overwrite the first ``nbytes`` of active LV ``name`` with zeros.
@@ -346,36 +327,22 @@ class VolumeGroup:
         device, not in a cache, when it returns. Not an LVM command: it runs
         without LVM's variables, so a root helper sees plain ``dd``.
         """
-        if isinstance(nbytes, bool) or not isinstance(nbytes, int) or nbytes <= 0:
-            raise InvalidInput(f"bytes to zero must be a positive int, got {nbytes!r}")
-        argv = ["dd", "if=/dev/zero", f"of=/dev/{self._lv_path(name)}", f"count={nbytes}",
-                "bs=1M", "iflag=count_bytes", "oflag=direct", "conv=fdatasync"]
+        argv = lvm_argv.zero(self._vg_name, name, nbytes)
         self._executor.run(argv, readonly=False, timeout_s=timeout_s, lvm_env=False)
 
     def add_tags(self, name: str, tags: tuple[str, ...] | list[str]) -> None:
         """Add tags to LV ``name`` (tags already present are kept once)."""
-        args = _tag_args(tags)
-        if args:
-            self._write(["lvchange", *args, self._lv_path(name)])
+        if _tags(tags):
+            self._write(lvm_argv.add_tags(self._vg_name, name, tags))
 
     def remove_tags(self, name: str, tags: tuple[str, ...] | list[str]) -> None:
         """Remove tags from LV ``name`` (absent tags are ignored by LVM)."""
-        args: list[str] = []
-        for tag in _tags(tags):
-            args += ["--deltag", tag]
-        if args:
-            self._write(["lvchange", *args, self._lv_path(name)])
+        if _tags(tags):
+            self._write(lvm_argv.remove_tags(self._vg_name, name, tags))
 
 
 def _tags(tags: tuple[str, ...] | list[str]) -> list[str]:
     if isinstance(tags, str):
         raise InvalidInput("tags must be a sequence of tags, not one string")
     return [validate_tag(tag) for tag in tags]
-
-
-def _tag_args(tags: tuple[str, ...] | list[str]) -> list[str]:
-    args: list[str] = []
-    for tag in _tags(tags):
-        args += ["--addtag", tag]
-    return args
 

@@ -27,7 +27,8 @@ from typing import Final, TypeAlias
 
 __all__ = ["PVLabel", "MDAHeader", "RawLocn", "PVFingerprint", "Fingerprint",
            "HeaderError", "BlockReader", "calc_crc", "parse_label", "parse_mda_header",
-           "read_block", "pv_fingerprint", "vg_fingerprint", "read_metadata_text"]
+           "read_block", "read_fd", "identity_of", "pv_fingerprint", "vg_fingerprint",
+           "read_metadata_text"]
 
 LOG = logging.getLogger(__name__)
 
@@ -188,8 +189,6 @@ def read_block(path: str, offset: int, length: int) -> tuple[int, bytes]:
     buffer (a plain read where a file system refuses O_DIRECT for a regular file, logged
     once; a block device that refuses it raises), and its identity from the same open."""
     global _warned_buffered
-    start = offset - offset % _ALIGN
-    size = -(-(offset + length - start) // _ALIGN) * _ALIGN
     try:
         fd = os.open(path, os.O_RDONLY | os.O_DIRECT | os.O_CLOEXEC)
         direct = True
@@ -208,18 +207,28 @@ def read_block(path: str, offset: int, length: int) -> tuple[int, bytes]:
             LOG.info("%s refuses O_DIRECT; reading LVM headers through the page cache",
                      path)
     try:
-        info = os.fstat(fd)
-        identity = info.st_rdev if stat.S_ISBLK(info.st_mode) else (
-            info.st_dev << 64 | info.st_ino)
-        buffer = mmap.mmap(-1, size)  # page-aligned, as O_DIRECT wants
-        try:
-            count = os.preadv(fd, [buffer], start) if direct else None
-            data = bytes(buffer[:count]) if direct else os.pread(fd, size, start)
-        finally:
-            buffer.close()
+        return identity_of(os.fstat(fd)), read_fd(fd, offset, length, direct=direct)
     finally:
         os.close(fd)
-    return identity, data[offset - start:offset - start + length]
+
+
+def identity_of(info: os.stat_result) -> int:
+    """A device's identity: ``st_rdev`` of a block device, else ``st_dev``/``st_ino``."""
+    return info.st_rdev if stat.S_ISBLK(info.st_mode) else (info.st_dev << 64 | info.st_ino)
+
+
+def read_fd(fd: int, offset: int, length: int, *, direct: bool) -> bytes:
+    """``length`` bytes at ``offset`` of open ``fd``, read in whole aligned blocks into
+    an aligned buffer (as O_DIRECT, ``direct``, wants)."""
+    start = offset - offset % _ALIGN
+    size = -(-(offset + length - start) // _ALIGN) * _ALIGN
+    buffer = mmap.mmap(-1, size)  # page-aligned, as O_DIRECT wants
+    try:
+        count = os.preadv(fd, [buffer], start) if direct else None
+        data = bytes(buffer[:count]) if direct else os.pread(fd, size, start)
+    finally:
+        buffer.close()
+    return data[offset - start:offset - start + length]
 
 
 def pv_fingerprint(path: str, mda_count: int, *,

@@ -16,6 +16,7 @@ from driver_kit.exceptions import CoordinationError
 from driver_kit.loading import load_driver
 from lvm_driver.driver import LVM_OPTS, ThinLVMDriver
 from lvm_driver.executor import ProcessRunner
+from lvm_driver.privsep_runner import PrivsepRunner, forget_helper
 from lvm_driver.simulator import LVMSimulator
 
 
@@ -142,21 +143,45 @@ def _conf_file(tmp_path):
     assert driver.executor.runner.last_env["LVM_SYSTEM_DIR"] == str(tmp_path / "etc")
 
 
+def _privsep_backend(tmp_path, **options):
+    """A driver whose backend section (a config file) says ``options``."""
+    tmp_path.mkdir(parents=True, exist_ok=True)
+    conf = tmp_path / "kit.conf"
+    conf.write_text("[DEFAULT]\nenabled_backends = b\n[b]\n"
+                    "volume_driver = lvm_driver.driver.ThinLVMDriver\nvolume_group = dkvg\n"
+                    f"lock_path = {tmp_path / 'locks'}\n"
+                    + "".join(f"{key} = {value}\n" for key, value in options.items()))
+    return load_driver([str(conf)]), conf
+
+
+def _privilege(tmp_path):
+    """privsep: every command goes to the privileged daemon; direct: to LVM itself."""
+    driver, _ = _privsep_backend(tmp_path / "a", lvm_privilege="privsep")
+    assert isinstance(driver.executor.runner, PrivsepRunner)
+    forget_helper()
+    driver, _ = _privsep_backend(tmp_path / "b", lvm_privilege="direct")
+    assert isinstance(driver.executor.runner, ProcessRunner)
+
+
 def _root_helper(tmp_path):
-    """Every LVM command runs through the helper (here one that logs its argv and
-    fails as LVM does on a missing VG)."""
+    """The privileged daemon is started through the helper (here one that logs its argv
+    and fails, so the pool reads down); LVM itself never is."""
     log = tmp_path / "helper.log"
     helper = tmp_path / "helper.py"
+    tmp_path.mkdir(parents=True, exist_ok=True)
     helper.write_text("import sys\n"
                       f"open({str(log)!r}, 'a').write(' '.join(sys.argv[1:]) + '\\n')\n"
-                      "sys.stderr.write('  Volume group \"dkvg\" not found\\n')\n"
-                      "sys.exit(5)\n")
-    driver = _driver(tmp_path, setup=False, lvm_backend="real",
-                     lvm_root_helper=shlex.join([sys.executable, str(helper)]))
-    assert _pool(driver)["backend_state"] == "down"
+                      "sys.exit(1)\n")
+    driver, conf = _privsep_backend(tmp_path, lvm_privilege="privsep",
+                                    lvm_root_helper=shlex.join([sys.executable, str(helper)]))
+    try:
+        assert _pool(driver)["backend_state"] == "down"
+    finally:
+        forget_helper()
     lines = log.read_text().splitlines()
-    assert lines and all(line.startswith("env ") for line in lines)
-    assert any(line.startswith("env LC_ALL=C") for line in lines)
+    assert lines and all(line.startswith(
+        f"privsep-helper --config-file {conf} --privsep_context "
+        f"lvm_driver.privileged.default --privsep_sock_path /tmp/") for line in lines)
 
 
 def _command_timeout(tmp_path):
@@ -272,6 +297,7 @@ PROOFS = {
     "lvm_thin_pool_name": _thin_pool_name, "lvm_create_thin_pool": _create_thin_pool,
     "lvm_thin_pool_size_percent": _pool_size_percent, "lvm_offer_thick": _offer_thick,
     "lvm_conf_file": _conf_file, "lvm_root_helper": _root_helper,
+    "lvm_privilege": _privilege,
     "lvm_command_timeout": _command_timeout, "lvm_backend": _backend,
     "lvm_read_session": _read_session, "lvm_metadata_parse": _metadata_parse,
     "lvm_read_session_max_commands": _session_max_commands,

@@ -1,0 +1,148 @@
+"""The driver's way to LVM when it runs unprivileged: the privileged daemon.
+
+``PrivsepRunner`` is an ``LVMExecutor`` runner, so ``VolumeGroup`` and the driver
+build and run exactly the argv they build as root: each argv is mapped back to its
+operation (``lvm_argv.parse``) and sent to the daemon's entrypoint of that name
+(``lvm_driver.privileged``), with the backend's config section name; the daemon
+builds the argv again from its own configuration. Replies become the same
+``CommandResult`` (so the same typed ``LVMError``) a process gives; a refusal is
+``PrivilegeRefused``. ``device_sources()`` reads PV headers and the thin pool's
+status through the daemon too, so the fast reads work unprivileged.
+
+How the daemon starts: inside a service that set oslo.privsep's root helper
+(Cinder's ``priv_context.init``), with that service's config files; standalone,
+``use_helper`` sets ``<lvm_root_helper> privsep-helper --config-file <file>...``.
+"""
+
+from __future__ import annotations
+
+import errno
+import shlex
+from collections.abc import Sequence
+from typing import Any, Final
+
+from driver_kit.exceptions import ConfigError, DriverKitError
+from lvm_driver import lvm_argv
+from lvm_driver.command import CommandResult, LVMError, LVMTimeoutError
+from lvm_driver.dm_status import ThinPoolStatus
+from lvm_driver.privileged import CONFIG_SECTION, PrivilegeRefused, commands, devices
+from lvm_driver.report_cache import DeviceSources
+
+__all__ = ["PrivsepRunner", "use_helper", "forget_helper", "helper_command"]
+
+#: what the daemon may take beyond a command's own timeout before the call is dropped
+_CALL_MARGIN_S: Final = 30.0
+_READ_TIMEOUT_S: Final = 60.0
+
+
+def helper_command(root_helper: str | None, config_files: Sequence[str]) -> list[str]:
+    """``<root helper> privsep-helper --config-file F ...`` (the context and socket
+    arguments are oslo.privsep's to add)."""
+    prefix = shlex.split(root_helper) if root_helper else ["sudo"]
+    command = [*prefix, "privsep-helper"]
+    for path in config_files:
+        command += ["--config-file", path]
+    return command
+
+
+def use_helper(root_helper: str | None, config_files: Sequence[str]) -> None:
+    """Make the daemon start as ``helper_command`` says, unless this process is a
+    service that parsed its own config files (Cinder: oslo.privsep then starts the
+    daemon with the root helper the service set and those files) or the operator set
+    ``[lvm_driver_privileged] helper_command``. One daemon serves the process: every
+    backend it runs must be in the files the first one started it with."""
+    global _helper_set
+    from oslo_config import cfg
+    try:
+        service_files = list(cfg.CONF.config_file or [])
+    except cfg.NoSuchOptError:
+        service_files = []
+    current = cfg.CONF[CONFIG_SECTION].helper_command
+    if service_files or (current and current != _helper_set):
+        return
+    if not config_files:
+        raise ConfigError("lvm_privilege = privsep: the privileged daemon reads the "
+                          "backend from its config file; load the backend from one")
+    _helper_set = shlex.join(helper_command(root_helper, config_files))
+    cfg.CONF.set_override("helper_command", _helper_set, group=CONFIG_SECTION)
+
+
+def forget_helper() -> None:
+    """Stop the daemon and undo ``use_helper`` (tests; a process changing backends)."""
+    global _helper_set
+    from oslo_config import cfg
+    from lvm_driver.privileged import default
+    default.stop()
+    if _helper_set is not None:
+        cfg.CONF.clear_override("helper_command", group=CONFIG_SECTION)
+        _helper_set = None
+
+
+#: the helper command ``use_helper`` set (None: it set none)
+_helper_set: str | None = None
+
+
+class PrivsepRunner:
+    """An ``LVMExecutor`` runner that sends each command to the privileged daemon."""
+
+    def __init__(self, section: str, *, vg_name: str):
+        self.section = section
+        self.vg_name = vg_name
+
+    def __call__(self, argv: list[str], env: dict[str, str],
+                 timeout_s: float) -> CommandResult:
+        """Run ``argv`` through the daemon (``env`` is the daemon's own, not this)."""
+        try:
+            operation, vg, kwargs = lvm_argv.parse(argv)
+        except (ValueError, DriverKitError) as exc:
+            raise PrivilegeRefused(f"the privileged daemon runs no such command: "
+                                   f"{exc}") from None
+        if vg is not None and vg != self.vg_name:
+            raise PrivilegeRefused(f"`{shlex.join(argv)}` is not for volume group "
+                                   f"{self.vg_name}, the backend's")
+        entrypoint = getattr(devices if operation == "zero" else commands, operation)
+        reply = self._call(entrypoint, argv, timeout_s, **kwargs, timeout_s=timeout_s)
+        if reply["timed_out"]:
+            raise LVMTimeoutError(argv, timeout_s)
+        return CommandResult(argv, reply["exit_code"], reply["stdout"], reply["stderr"])
+
+    def _call(self, entrypoint: Any, argv: Sequence[str], limit_s: float,
+              **kwargs: Any) -> Any:
+        try:
+            return entrypoint(self.section, **kwargs, _wrap_timeout=limit_s + _CALL_MARGIN_S)
+        except LVMError:
+            raise
+        except OSError:
+            raise
+        except Exception as exc:  # the channel: the daemon did not start, died, hung
+            if type(exc).__name__ == "PrivsepTimeout":
+                raise LVMTimeoutError(argv, limit_s) from exc
+            raise LVMError(f"the privileged daemon failed running `{shlex.join(argv)}`: "
+                           f"{type(exc).__name__}: {exc}") from exc
+
+    def device_sources(self) -> DeviceSources:
+        """PV header reads and the thin pool's status, through the daemon."""
+        return DeviceSources(read_block=self.read_block, thin_pool_status=self.thin_pool_status)
+
+    def read_block(self, path: str, offset: int, length: int) -> tuple[int, bytes]:
+        """``mda.BlockReader`` through the daemon; a refusal is a PermissionError (the
+        read path then reads through LVM)."""
+        try:
+            identity, data = self._call(devices.read_pv_block, ["read", path],
+                                        _READ_TIMEOUT_S, path=path, offset=offset,
+                                        length=length)
+        except PrivilegeRefused as exc:
+            raise PermissionError(errno.EACCES, str(exc), path) from None
+        return int(identity), data
+
+    def thin_pool_status(self, vg_name: str, pool_name: str) -> ThinPoolStatus | None:
+        """The pool's device-mapper status through the daemon (PermissionError when
+        refused: the read path then asks LVM about the pool)."""
+        if vg_name != self.vg_name:
+            raise PermissionError(errno.EACCES, f"{vg_name} is not the backend's VG")
+        try:
+            reply = self._call(devices.thin_pool_status, ["dmstatus", pool_name],
+                               _READ_TIMEOUT_S, pool=pool_name)
+        except PrivilegeRefused as exc:
+            raise PermissionError(errno.EACCES, str(exc)) from None
+        return devices.status_from_reply(reply)
