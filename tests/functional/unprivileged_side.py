@@ -15,7 +15,8 @@ stdin, one JSON reply per line on stdout:
 - ``{"op": "raw", "name": n, "args": [...], "kwargs": {...}}``: a call of any
   Python name through the daemon's channel, entrypoint or not.
 
-A reply is ``{"ok": <result>}`` or ``{"error": <exception class>, "message": ...}``.
+A reply is ``{"ok": <result>, "seconds": <wall time of the request>}`` or
+``{"error": <exception class>, "message": ...}``.
 
     python unprivileged_side.py <config file> <backend section> [<lock dir>]
 """
@@ -26,6 +27,7 @@ import dataclasses
 import json
 import os
 import sys
+import time
 import traceback
 from typing import Any
 
@@ -48,6 +50,38 @@ def _plain(value: Any) -> Any:
 def _cache_stats(driver: Any) -> Any:
     stats = getattr(driver.vg, "report_cache_stats", None)
     return _plain(stats() if callable(stats) else stats)
+
+
+def _brick(root_helper: str, vg_name: str, pool: str, lvm_conf: str | None) -> Any:
+    """os-brick's ``LVM`` as Cinder's LVM driver builds it for lvm_type=thin, running
+    each command with ``processutils.execute`` and ``root_helper`` (Cinder's
+    ``utils.execute``). Built as 'default' and given the pool, as
+    tests/benchmarks/refresh.make_brick does (the thin constructor only adds a pool
+    activation); the pool's empty data% under ``lvs --readonly`` is filled in the
+    same way. Returns (the commands run, the LVM object)."""
+    from os_brick.local_dev import lvm as brick_lvm
+    from oslo_concurrency import processutils
+    commands: list[tuple[str, ...]] = []
+
+    def execute(*cmd: str, **kwargs: Any) -> tuple[str, str]:
+        commands.append(cmd)
+        out, err = processutils.execute(*cmd, **kwargs)
+        if "size,data_percent" in cmd and out.strip().endswith(":"):
+            out = out.rstrip() + "37.21\n"  # refresh.DATA_PERCENT
+        return out, err
+
+    vg = brick_lvm.LVM(vg_name, root_helper, lvm_type="default", executor=execute,
+                       lvm_conf=lvm_conf, suppress_fd_warn=True)
+    vg.vg_thin_pool = pool
+    return commands, vg
+
+
+def _cinder_refresh(vg: Any) -> dict[str, Any]:
+    """What Cinder's ``LVMVolumeDriver._update_volume_stats`` asks os-brick for."""
+    vg.update_volume_group_info()
+    return {"total_volumes": len(vg.get_volumes()), "total_capacity_gb": vg.vg_thin_pool_size,
+            "free_capacity_gb": vg.vg_thin_pool_free_space,
+            "provisioned_capacity_gb": vg.vg_provisioned_capacity}
 
 
 def main(argv: list[str]) -> int:
@@ -91,6 +125,8 @@ def main(argv: list[str]) -> int:
             return default.channel.remote_call(request["name"], tuple(args), kwargs, 120.0)
         if op == "helper":
             return with_helper(request["command"], request["then"])
+        if op == "brick_refresh":
+            return brick_refresh(request)
         raise ValueError(f"unknown op {op!r}")
 
     def with_helper(command: str, then: dict[str, Any]) -> Any:
@@ -107,10 +143,23 @@ def main(argv: list[str]) -> int:
             default.stop()
             cfg.CONF.set_override("helper_command", previous, group=group)
 
+    bricks: dict[str, Any] = {}
+
+    def brick_refresh(request: dict[str, Any]) -> Any:
+        key = json.dumps(request, sort_keys=True)
+        if key not in bricks:
+            bricks[key] = _brick(request["root_helper"], request["vg"], request["pool"],
+                                 request.get("lvm_conf"))
+        commands, vg = bricks[key]
+        start = len(commands)
+        stats = _cinder_refresh(vg)
+        return {"stats": stats, "commands": len(commands) - start}
+
     for line in sys.stdin:
         request = json.loads(line)
+        started = time.perf_counter()
         try:
-            reply = {"ok": _plain(handle(request))}
+            reply = {"ok": _plain(handle(request)), "seconds": time.perf_counter() - started}
         except Exception as exc:  # every outcome goes back to the test
             reply = {"error": f"{type(exc).__module__}.{type(exc).__name__}",
                      "message": str(exc)[:2000],
