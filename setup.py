@@ -16,6 +16,8 @@ setup(
     install_requires=[
         "oslo.concurrency>=5.0,<8",
         "oslo.config>=9.0,<11",
+        # the LVM driver's privileged daemon, when it runs unprivileged (lvm_driver.privileged)
+        "oslo.privsep>=3.0,<4",
         "psutil>=5.9,<8",
         "platformdirs>=3.0,<5",
     ],
@@ -27,7 +29,8 @@ setup(
             "testtools>=2.5,<3",
             "hypothesis>=6.0,<7",
             "prometheus-client>=0.17,<1",
-            # the rootwrap filters are proven with oslo.rootwrap's own matcher
+            # the rootwrap filters (the privileged daemon's start) are proven with
+            # oslo.rootwrap's own matcher
             "oslo.rootwrap>=7.0,<8",
             # mutation testing of the compliance harness (tests/mutation)
             "cosmic-ray>=8.7,<9",
@@ -39,7 +42,8 @@ setup(
         "cinder": ["cinder>=25", "pyparsing!=3.3.3"],
         "exporter": ["prometheus-client>=0.17,<1"],
     },
-    # the root helper's filters: copy into cinder's rootwrap.d (README, devstack plugin)
+    # the root helper's one filter, the privileged daemon's start: copy into cinder's
+    # rootwrap.d (README, devstack plugin)
     data_files=[("etc/driver-kit/rootwrap.d", ["etc/driver-kit/rootwrap.d/driver-kit.filters"])],
     entry_points={
         "console_scripts": ["driver-kit = driver_kit.cli:main"],

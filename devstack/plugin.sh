@@ -41,12 +41,10 @@ function configure_driver_kit_backend {
     iniset "$CINDER_CONF" "$section" lvm_thin_pool_name "$DRIVER_KIT_THIN_POOL"
     iniset "$CINDER_CONF" "$section" lvm_create_thin_pool False
     iniset "$CINDER_CONF" "$section" lvm_offer_thick "$DRIVER_KIT_OFFER_THICK"
-    # LVM as Cinder runs it: through cinder-rootwrap, with this project's filters
-    # (every command the driver runs) beside Cinder's own
-    sudo install -m 0644 "$DRIVER_KIT_DIR/etc/driver-kit/rootwrap.d/driver-kit.filters" \
-        "$CINDER_CONF_DIR/rootwrap.d/driver-kit.filters"
-    iniset "$CINDER_CONF" "$section" lvm_root_helper \
-        "sudo $(get_rootwrap_location cinder) $CINDER_CONF_DIR/rootwrap.conf"
+    # cinder-volume runs as the stack user: LVM and the devices through the driver's
+    # privileged daemon (configure_driver_kit_privsep)
+    iniset "$CINDER_CONF" "$section" lvm_privilege privsep
+    configure_driver_kit_privsep
     iniset "$CINDER_CONF" "$section" max_over_subscription_ratio \
         "$DRIVER_KIT_MAX_OVER_SUBSCRIPTION_RATIO"
     iniset "$CINDER_CONF" "$section" reserved_percentage "$DRIVER_KIT_RESERVED_PERCENTAGE"
@@ -66,6 +64,28 @@ function configure_driver_kit_backend {
     if [[ ",$enabled," != *",$section,"* ]]; then
         iniset "$CINDER_CONF" DEFAULT enabled_backends "${enabled:+$enabled,}$section"
     fi
+}
+
+# The driver's privileged daemon (lvm_driver.privileged.default), as Cinder starts
+# os-brick's: cinder-rootwrap may start privsep-helper for it (the one line of
+# driver-kit.filters). The daemon trusts only a root-owned config file, and DevStack's
+# cinder.conf belongs to the stack user, so the daemon gets a file of its own, with
+# what it takes from the backend (its VG and thin pool), and Cinder starts it with that.
+function configure_driver_kit_privsep {
+    local section=$DRIVER_KIT_BACKEND_NAME conf
+    sudo install -D -o root -g root -m 0644 \
+        "$DRIVER_KIT_DIR/etc/driver-kit/rootwrap.d/driver-kit.filters" \
+        "$CINDER_CONF_DIR/rootwrap.d/driver-kit.filters"
+    conf=$(mktemp)
+    iniset "$conf" DEFAULT enabled_backends "$section"
+    iniset "$conf" "$section" volume_driver contrib.cinder_adapter.DriverKitVolumeDriver
+    iniset "$conf" "$section" driver_kit_driver lvm_driver.driver.ThinLVMDriver
+    iniset "$conf" "$section" volume_group "$DRIVER_KIT_VOLUME_GROUP"
+    iniset "$conf" "$section" lvm_thin_pool_name "$DRIVER_KIT_THIN_POOL"
+    sudo install -D -o root -g root -m 0644 "$conf" "$DRIVER_KIT_PRIVSEP_CONF"
+    rm -f "$conf"
+    iniset "$CINDER_CONF" lvm_driver_privileged helper_command \
+        "sudo $(get_rootwrap_location cinder) $CINDER_CONF_DIR/rootwrap.conf privsep-helper --config-file $DRIVER_KIT_PRIVSEP_CONF"
 }
 
 # A volume type bound to the backend, with the given extra properties; kept if it exists

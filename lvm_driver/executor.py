@@ -25,7 +25,6 @@ import logging
 import math
 import os
 import re
-import shlex
 import subprocess
 import threading
 import time
@@ -43,7 +42,7 @@ __all__ = [
     "CommandResult", "Runner", "ProcessRunner", "LVMExecutor",
     "LVMError", "LVMCommandError", "LVMNotFoundError",
     "LVMVolumeGroupNotFoundError", "LVMAlreadyExistsError", "LVMTimeoutError",
-    "LVMOutputError", "error_for", "helper_command", "LVM_ENV_KEYS", "SHELL_ENV_KEYS",
+    "LVMOutputError", "error_for", "LVM_ENV_KEYS",
     "REPORT_COMMANDS",
     "EXIT_INVALID_CMD_LINE", "EXIT_FAILED", "EXIT_SEGFAULT",
 ]
@@ -56,10 +55,8 @@ EXIT_FAILED: Final = 5
 #: 128 + SIGSEGV: LVM crashing in a report, seen in the wild (LP #1901783, #1932188).
 EXIT_SEGFAULT: Final = 139
 
-#: The variables the executor sets; a root helper must pass them through.
+#: The variables the executor sets (and removes for a tool that is not LVM).
 LVM_ENV_KEYS: Final = ("LC_ALL", "LVM_SUPPRESS_FD_WARNINGS", "LVM_SYSTEM_DIR")
-#: ...and those of the lvm shell (``lvm_driver.shell``): HOME=/dev/null, no history file.
-SHELL_ENV_KEYS: Final = ("HOME", *LVM_ENV_KEYS)
 #: LVM's reports, the commands a read session runs (``lvm fullreport`` by subcommand).
 REPORT_COMMANDS: Final = frozenset({"lvs", "vgs", "pvs", "fullreport"})
 
@@ -77,15 +74,6 @@ _ALREADY_EXISTS = re.compile(r"already exists")
 #: Starts one process for ``argv`` with exactly ``env``; returns its result
 #: whatever the exit code, raises ``LVMTimeoutError`` past ``timeout_s``.
 Runner: TypeAlias = Callable[[list[str], dict[str, str], float], CommandResult]
-
-
-def helper_command(argv: Sequence[str], env: dict[str, str],
-                   keys: Sequence[str] = LVM_ENV_KEYS) -> list[str]:
-    """What a root helper is asked to run: ``env K=V ... <argv>`` for the LVM variables
-    (``keys``) set in ``env`` (sudo and rootwrap reset the environment), plain
-    ``argv`` without."""
-    passed = [f"{key}={env[key]}" for key in keys if key in env]
-    return ["env", *passed, *argv] if passed else list(argv)
 
 
 class LVMCommandError(LVMError):
@@ -141,10 +129,9 @@ def error_for(result: CommandResult) -> LVMCommandError:
 class ProcessRunner:
     """The default runner: one real process per call, argv only, never a shell.
 
-    With a root helper (e.g. ``sudo``) the command becomes
-    ``<root helper> env LC_ALL=C ... <argv>``, because sudo resets the
-    environment and would drop the LVM variables (``<root helper> <argv>``
-    for a tool run without them, such as ``dd``). A process killed by signal
+    It runs as this process's user: unprivileged, the driver reaches LVM
+    through its privileged daemon instead (``lvm_driver.privsep_runner``),
+    never through a per-command root helper. A process killed by signal
     N reports exit code 128 + N, as a shell would (so a crash is 139).
     A missing executable gives exit code 127, an unexecutable one 126.
 
@@ -156,18 +143,12 @@ class ProcessRunner:
     the benchmark (docs/benchmarks.md), more in a larger process.
     """
 
-    def __init__(self, *, root_helper: str | None = None,
-                 kill_grace_s: float = 2.0):
-        if root_helper is not None and not shlex.split(root_helper):
-            raise ValueError("root_helper must be None or a non-empty command")
-        self.root_helper = root_helper
+    def __init__(self, *, kill_grace_s: float = 2.0):
         self.kill_grace_s = kill_grace_s
 
     def __call__(self, argv: list[str], env: dict[str, str],
                  timeout_s: float) -> CommandResult:
         command = list(argv)
-        if self.root_helper:
-            command = [*shlex.split(self.root_helper), *helper_command(argv, env)]
         if LOG.isEnabledFor(logging.DEBUG):
             LOG.debug("Running `%s`", _quote(command))
         try:
@@ -194,14 +175,11 @@ class ProcessRunner:
 
     def shell_command(self, env: dict[str, str]) -> tuple[list[str], bool]:
         """How to start an lvm shell (``lvm_driver.shell``) with ``env``: its argv, and
-        whether an inherited descriptor reaches it (not through a root helper)."""
-        if self.root_helper:
-            return [*shlex.split(self.root_helper),
-                    *helper_command(["lvm"], env, SHELL_ENV_KEYS)], False
+        whether an inherited descriptor reaches it (always, started directly)."""
         return ["lvm"], True
 
     def _stop(self, proc: subprocess.Popen) -> None:
-        proc.terminate()  # sudo relays SIGTERM to its child; SIGKILL it cannot
+        proc.terminate()
         try:
             proc.communicate(timeout=self.kill_grace_s)
         except subprocess.TimeoutExpired:
@@ -212,8 +190,7 @@ class ProcessRunner:
 class LVMExecutor:
     """Runs LVM argv lists with LVM's environment, timeout, retries and errors.
 
-    No I/O happens until ``run``. ``root_helper`` applies to the default
-    runner only (a runner given explicitly decides how to start processes).
+    No I/O happens until ``run``. The default runner is a ``ProcessRunner``.
     Thread-safe: ``commands_run`` counts every process started (retries
     included), so tests can assert how many LVM processes an operation costs.
 
@@ -224,8 +201,7 @@ class LVMExecutor:
     ``shell_commands_run``. Writes always start their own process.
     """
 
-    def __init__(self, *, root_helper: str | None = None,
-                 lvm_system_dir: str | None = None, timeout_s: float = 120.0,
+    def __init__(self, *, lvm_system_dir: str | None = None, timeout_s: float = 120.0,
                  read_retries: int = 2, retry_delay_s: float = 0.5,
                  runner: Runner | None = None,
                  create_missing_vg: Callable[[str], None] | None = None,
@@ -245,8 +221,7 @@ class LVMExecutor:
         self.read_retries = read_retries
         self.retry_delay_s = float(retry_delay_s)
         self.lvm_system_dir = lvm_system_dir
-        self._runner: Runner = runner if runner is not None else ProcessRunner(
-            root_helper=root_helper)
+        self._runner: Runner = runner if runner is not None else ProcessRunner()
         #: what stands for the operator's ``vgcreate`` of a missing VG (a simulated
         #: backend's); None on real LVM, where only the operator makes VGs
         self.create_missing_vg = create_missing_vg

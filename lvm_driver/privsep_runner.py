@@ -72,7 +72,10 @@ def forget_helper() -> None:
     global _helper_set
     from oslo_config import cfg
     from lvm_driver.privileged import default
-    default.stop()
+    channel = default.channel
+    default.stop()  # shuts the socket's write side: the daemon sees EOF and exits
+    if channel is not None:  # oslo.privsep leaves the socket itself to the GC
+        channel.writer.writesock.close()
     if _helper_set is not None:
         cfg.CONF.clear_override("helper_command", group=CONFIG_SECTION)
         _helper_set = None
@@ -91,7 +94,7 @@ class PrivsepRunner:
 
     def __call__(self, argv: list[str], env: dict[str, str],
                  timeout_s: float) -> CommandResult:
-        """Run ``argv`` through the daemon (``env`` is the daemon's own, not this)."""
+        """Run ``argv`` through the daemon; ``env`` is ignored (the daemon sets its own)."""
         try:
             operation, vg, kwargs = lvm_argv.parse(argv)
         except (ValueError, DriverKitError) as exc:
@@ -101,7 +104,11 @@ class PrivsepRunner:
             raise PrivilegeRefused(f"`{shlex.join(argv)}` is not for volume group "
                                    f"{self.vg_name}, the backend's")
         entrypoint = getattr(devices if operation == "zero" else commands, operation)
-        reply = self._call(entrypoint, argv, timeout_s, **kwargs, timeout_s=timeout_s)
+        try:
+            reply = self._call(entrypoint, argv, timeout_s, **kwargs, timeout_s=timeout_s)
+        except OSError as exc:  # e.g. the wipe's device would not open
+            raise LVMError(f"the privileged daemon failed running `{shlex.join(argv)}`: "
+                           f"{exc}") from exc
         if reply["timed_out"]:
             raise LVMTimeoutError(argv, timeout_s)
         return CommandResult(argv, reply["exit_code"], reply["stdout"], reply["stderr"])

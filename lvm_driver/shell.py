@@ -7,7 +7,7 @@ one JSON document on LVM's report channel: the report (exactly the text a
 fresh ``lvs --reportformat json`` prints) and the log, whose ``shell`` status
 entry holds the command's return code and whose error lines are what a fresh
 process prints on stderr. The channel is a pipe passed as ``LVM_REPORT_FD``;
-with a root helper (sudo and rootwrap close inherited descriptors) it is stdout.
+when the runner says no inherited descriptor reaches the shell, it is stdout.
 
 Those settings, and ``use_aio = 0`` (each command would otherwise wait ~30 ms
 for its AIO context to be torn down), live in a private LVM configuration

@@ -31,7 +31,8 @@ __all__ = ["report", "live_report", "vg_report", "pv_report", "lvm_query",
            "create_thin_pool", "create_thin", "create_thick", "create_snapshot",
            "extend", "remove", "rename", "activate", "deactivate", "merge", "add_tags",
            "remove_tags", "run", "runner_for", "lvm_env", "MAX_SIZE_BYTES",
-           "MAX_TIMEOUT_S", "checked_name", "checked_size", "checked_timeout"]
+           "MAX_TIMEOUT_S", "checked_name", "checked_size", "checked_timeout", "refusing",
+           "execute"]
 
 #: the largest size any entrypoint takes: 8 PiB
 MAX_SIZE_BYTES: Final = 8 << 50

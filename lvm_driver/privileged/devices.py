@@ -8,7 +8,7 @@
   ``st_dev``/``st_ino`` on the simulator).
 - ``thin_pool_status``: the device-mapper status of the configured thin pool.
 - ``zero``: the thick wipe. The target is resolved as an LV of the configured VG
-  (a live ``lvs`` of it: linear, active, at least that size), then its device
+  (a live ``lvs`` of it: thick, active, at least that size), then its device
   node's realpath must be the device-mapper device whose name
   (``/sys/dev/block/M:m/dm/name``) is that LV's; the daemon writes the zeros itself
   (O_DIRECT, then fdatasync). On the simulator it runs the builder's ``dd`` there.
@@ -77,12 +77,16 @@ class _PVs:
         self.learned_at: dict[str, float] = {}
 
     def find(self, served: backend.Backend, path: str) -> tuple[int, str] | None:
+        """The PV LVM named ``path`` (identity, PV UUID), learned again (at most once a
+        second) when unknown or when the device there is no longer the one learned."""
         with self.lock:
             found = self.known.get(served.section, {}).get(path)
             recent = time.monotonic() - self.learned_at.get(served.section, -1e9) \
                 < _RELEARN_INTERVAL_S
-        if found is not None or recent:
+        if found is not None and _identity(path) == found[0]:
             return found
+        if recent:
+            return None
         return self.learn(served).get(path)
 
     def learn(self, served: backend.Backend) -> dict[str, tuple[int, str]]:
@@ -115,6 +119,13 @@ class _PVs:
 _pvs = _PVs()
 
 
+def _identity(path: str) -> int | None:
+    try:
+        return mda.identity_of(os.stat(os.path.realpath(path)))
+    except OSError:
+        return None
+
+
 @default.entrypoint
 def read_pv_block(section: str, path: str, offset: int, length: int) -> list[Any]:
     """``[identity as decimal text, bytes]``: ``length`` bytes at ``offset`` of PV ``path`` of the
@@ -133,7 +144,7 @@ def read_pv_block(section: str, path: str, offset: int, length: int) -> list[Any
             raise PrivilegeRefused(f"{path!r} is not a PV of volume group {served.vg}")
     identity, pv_uuid = known
     real = os.path.realpath(path)
-    if mda.identity_of(os.stat(real)) != identity:
+    if _identity(real) != identity:
         raise PrivilegeRefused(f"{path!r} is no longer the PV the daemon learned")
     flags = os.O_RDONLY | os.O_CLOEXEC | os.O_NOFOLLOW | os.O_NOCTTY
     try:
@@ -184,7 +195,7 @@ def status_from_reply(reply: dict[str, Any] | None) -> ThinPoolStatus | None:
 
 @default.entrypoint
 def zero(section: str, name: str, nbytes: int, timeout_s: float) -> dict[str, Any]:
-    """Zero the first ``nbytes`` of linear LV ``name`` of the configured VG (active, at
+    """Zero the first ``nbytes`` of thick LV ``name`` of the configured VG (active, at
     least that size); a reply as ``commands.run`` gives."""
     started = time.monotonic()
     with refusing("wipe"):
@@ -196,7 +207,7 @@ def zero(section: str, name: str, nbytes: int, timeout_s: float) -> dict[str, An
             raise PrivilegeRefused(f"{served.vg}/{name} is the backend's thin pool")
     lv = _live_lv(served, name, timeout)
     if not (lv.is_thick and lv.is_active) or nbytes > lv.size_bytes:
-        raise PrivilegeRefused(f"{served.vg}/{name} is not an active linear LV of at least "
+        raise PrivilegeRefused(f"{served.vg}/{name} is not an active thick LV of at least "
                                f"{nbytes} bytes")
     if served.simulated:
         return run(served, lvm_argv.zero(served.vg, name, nbytes), timeout)

@@ -55,7 +55,7 @@ def build_driver(cfg: dict[str, Any], journal: Journal | None, role: str, *,
                                            vg_name=cfg["vg"], pool_name=cfg["pool"],
                                            immune=not under_test)
     else:
-        runner = ProcessRunner(root_helper=None if os.geteuid() == 0 else "sudo")
+        runner = ProcessRunner()
     executor = LVMExecutor(runner=audit.Recorder(runner),
                            timeout_s=conf.get("lvm_command_timeout"), retry_delay_s=0.01)
     driver = ThinLVMDriver(conf, executor=executor, notifier=lambda event, payload: None)

@@ -29,6 +29,8 @@ touch "$CALLS"
 DATA_DIR=$WORKDIR/data
 CINDER_CONF=$WORKDIR/etc/cinder/cinder.conf
 CINDER_CONF_DIR=$WORKDIR/etc/cinder
+# the plugin's default is under /etc: here, the work dir's
+DRIVER_KIT_PRIVSEP_CONF=${DRIVER_KIT_PRIVSEP_CONF:-$WORKDIR/etc/driver-kit/privsep.conf}
 TEMPEST_CONFIG=$WORKDIR/etc/tempest/tempest.conf
 REGION_NAME=RegionOne
 ENABLED_SERVICES=${ENABLED_SERVICES:-key,c-api,c-sch,c-vol,tempest}

@@ -16,6 +16,8 @@ import pytest
 
 from driver_kit import load_backend_config
 from lvm_driver.driver import LVM_OPTS, ThinLVMDriver
+from lvm_driver.privileged import CONTEXT_NAME, backend
+from tests.unit import test_rootwrap
 from tests.ecosystem.support import IN_CI, REPO
 
 HARNESS = REPO / "tests" / "ecosystem" / "devstack_harness.sh"
@@ -104,8 +106,7 @@ def test_stack_makes_the_pool_with_lib_lvm_and_configures_cinder(devstack: Path)
         "volume_backend_name": "driverkit-1",
         "volume_group": "driver-kit-volumes", "lvm_thin_pool_name": "driver-kit-pool",
         "lvm_create_thin_pool": "False", "lvm_offer_thick": "False",
-        "lvm_root_helper": f"sudo /usr/local/bin/cinder-rootwrap {devstack}/etc/cinder/"
-                           f"rootwrap.conf", "max_over_subscription_ratio": "2.5",
+        "lvm_privilege": "privsep", "max_over_subscription_ratio": "2.5",
         "reserved_percentage": "10", "over_provisioning_calculation": "cinder",
         "lock_path": str(devstack / "data" / "driver-kit" / "locks"),
         "target_helper": "lioadm", "target_protocol": "iscsi"}
@@ -117,6 +118,33 @@ def test_stack_makes_the_pool_with_lib_lvm_and_configures_cinder(devstack: Path)
                                  overrides=kit_options)
     assert (config.max_over_subscription_ratio, config.reserved_percentage,
             config.over_provisioning_calculation) == (2.5, 10, "cinder")
+
+
+def test_cinder_starts_the_privileged_daemon_with_a_root_owned_file_of_its_own(
+        devstack: Path) -> None:
+    """The daemon trusts no file the stack user owns (DevStack's cinder.conf): it gets
+    one of its own, which it serves; cinder-rootwrap gets the one filters line."""
+    calls = run(devstack, *STACK)
+    privsep_conf = devstack / "etc" / "driver-kit" / "privsep.conf"
+    assert any(call.startswith("sudo install -D -o root -g root -m 0644 ")
+               and call.endswith(f" {privsep_conf}") for call in calls)
+    served = backend.load_from([str(privsep_conf)], "driverkit-1")
+    assert (served.vg, served.pools) == ("driver-kit-volumes",
+                                         frozenset({"driver-kit-pool"}))
+    filters = devstack / "etc" / "cinder" / "rootwrap.d" / "driver-kit.filters"
+    assert filters.read_text() == (REPO / "etc" / "driver-kit" / "rootwrap.d" /
+                                   "driver-kit.filters").read_text()
+    helper = shlex.split(cinder_conf(devstack).get("lvm_driver_privileged", "helper_command"))
+    assert helper == ["sudo", "/usr/local/bin/cinder-rootwrap",
+                      f"{devstack}/etc/cinder/rootwrap.conf", "privsep-helper",
+                      "--config-file", str(privsep_conf)]
+    # what cinder-rootwrap then receives, with the plugin's default path under /etc
+    settings = (REPO / "devstack" / "settings").read_text()
+    default = re.search(r"^DRIVER_KIT_PRIVSEP_CONF=\$\{DRIVER_KIT_PRIVSEP_CONF:-(.*)\}$",
+                        settings, re.MULTILINE)[1]
+    start = (*helper[3:5], default, "--privsep_context", CONTEXT_NAME,
+             "--privsep_sock_path", "/tmp/tmpq1w2e3r4/privsep.sock")
+    assert test_rootwrap.allowed(test_rootwrap.our_lines(), start)
 
 
 def test_the_calculation_defaults_to_the_kits(devstack: Path) -> None:
