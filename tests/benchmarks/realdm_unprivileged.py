@@ -192,9 +192,16 @@ def _timed(fn: Callable[[], Any]) -> tuple[Any, float]:
 def round_trips(side: Side, vg: RealVG, runs: int) -> dict[str, list[float]]:
     """A thin create and delete through the daemon (as cinder) and in-process as root,
     and the pool's device-mapper status through the daemon and by ioctl."""
+    import tempfile
+
+    from driver_kit import load_backend_config
     from lvm_driver.dm_status import thin_pool_status
-    direct = R.make_driver(vg_name=VG_NAME, conf_dir=str(vg.conf_dir), fill_pool_usage=False,
-                           read_session=True, metadata_parse=True)
+    from lvm_driver.driver import LVM_OPTS, ThinLVMDriver
+    direct = ThinLVMDriver(load_backend_config(extra_opts=LVM_OPTS, overrides={
+        "volume_group": VG_NAME, "lvm_thin_pool_name": POOL, "lvm_create_thin_pool": False,
+        "lock_path": tempfile.mkdtemp(prefix="dk-bench-locks-"), "lvm_privilege": "direct",
+        "lvm_conf_file": vg.lvm_conf, "lvm_command_timeout": 600.0,
+        "lvm_metadata_parse": True, "max_over_subscription_ratio": "1000"}))
     direct.do_setup()
     out: dict[str, list[float]] = {k: [] for k in (
         "create_daemon", "delete_daemon", "create_root", "delete_root", "status_daemon",
