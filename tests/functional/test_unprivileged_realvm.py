@@ -21,6 +21,7 @@ import pwd
 import subprocess
 import sys
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterator
@@ -107,7 +108,10 @@ def head(path: str, nbytes: int) -> bytes:
 
 
 def read_at(path: str, offset: int, nbytes: int) -> bytes:
+    """What the device holds, not the page cache: the daemon writes with O_DIRECT
+    through another device (the LV), so cached pages of ``path`` would be stale."""
     with open(path, "rb", buffering=0) as device:
+        os.posix_fadvise(device.fileno(), offset, nbytes, os.POSIX_FADV_DONTNEED)
         device.seek(offset)
         return device.read(nbytes)
 
@@ -651,6 +655,14 @@ def suite(host: Host) -> Iterator[dict[str, Any]]:
     host.watched[f"/dev/{host.vg}/victim-thin"] = ""
     host.cinder.ok("refresh")  # the daemon is up before the first attempt
     table: dict[str, Any] = {"before": host.untouched(), "rows": []}
+    # the root helper's refusals are separate processes of a few seconds each under
+    # TCG: they run four at a time up front (each row then reports its own outcome;
+    # the checks after each row and after the suite still see any change)
+    early = [row for row in ATTACKS
+             if isinstance(row[2], Helper) and row[0] not in ROOTWRAP_LETS_THROUGH]
+    with ThreadPoolExecutor(max_workers=4) as pool:
+        outcomes = pool.map(lambda row: attempt(row[2], host), early)
+        table["early"] = dict(zip([row[0] for row in early], outcomes))
     yield table
     _write_table(table["rows"])
 
@@ -692,7 +704,8 @@ def _params() -> list[Any]:
 def test_attack_is_refused(host: Host, suite: dict[str, Any], attack: tuple[str, str, Any]):
     ident, what, how = attack
     log_before = sha256(LOG_VICTIM)
-    refused, said = attempt(how, host)
+    early = suite["early"].pop(ident, None)
+    refused, said = early if early is not None else attempt(how, host)
     if sha256(LOG_VICTIM) != log_before:
         said += f" [root's {LOG_VICTIM} written]"
     suite["rows"].append((ident, what, refused, said))
