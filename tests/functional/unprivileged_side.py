@@ -59,8 +59,13 @@ def _brick(root_helper: str, vg_name: str, pool: str, lvm_conf: str | None) -> A
     tests/benchmarks/refresh.make_brick does (the thin constructor only adds a pool
     activation); the pool's empty data% under ``lvs --readonly`` is filled in the
     same way. Returns (the commands run, the LVM object)."""
+    import shlex
+
     from os_brick.local_dev import lvm as brick_lvm
     from oslo_concurrency import processutils
+    from oslo_privsep import priv_context
+    # as cinder-volume does at start: os-brick's own privsep daemon through the root helper
+    priv_context.init(root_helper=shlex.split(root_helper))
     commands: list[tuple[str, ...]] = []
 
     def execute(*cmd: str, **kwargs: Any) -> tuple[str, str]:
