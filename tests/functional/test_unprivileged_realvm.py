@@ -691,7 +691,7 @@ def test_the_attack_suite_has_at_least_40_attempts():
 #: check of the driver's daemon. Kept as strict xfails: they fail the day that changes.
 ROOTWRAP_LETS_THROUGH = {"R20", "R21", "R22", "R23", "R24", "R25", "R26"}
 KNOWN = ("oslo.rootwrap always allows privsep-helper with any arguments "
-         "(wrapper.load_filters); see /work/coord/privsep-findings.md")
+         "(wrapper.load_filters): docs/privileges.md, what this does not protect against")
 
 
 def _params() -> list[Any]:
