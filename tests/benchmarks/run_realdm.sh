@@ -2,6 +2,11 @@
 # The stats-refresh benchmark on real device-mapper, one command, as root:
 #
 #   sudo bash tests/benchmarks/run_realdm.sh [--lvs 1000] [--runs 5] [--create-budget-s 1500]
+#   sudo bash tests/benchmarks/run_realdm.sh --unprivileged [--lvs 1000] [--runs 5]
+#
+# (--unprivileged: the driver as user cinder through its privileged daemon against
+# os-brick through cinder-rootwrap, tests/benchmarks/realdm_unprivileged.py, with the
+# project's .venv; steps 1 and 2 below otherwise.)
 #
 # 1. makes the benchmark venv (tests/benchmarks/.venv: the project + os-brick from
 #    PyPI, see make_venv.sh) and puts virtme-ng into it with the VM lane's
@@ -20,12 +25,22 @@ cd "$repo"
 
 [ "$(id -u)" = 0 ] || { echo "benchmark: needs root (the VM lane): run sudo bash tests/benchmarks/run_realdm.sh" >&2; exit 2; }
 
+export DK_BENCH_COMMAND="sudo bash tests/benchmarks/run_realdm.sh${*:+ $*}"
+export DK_REALVM_TIMEOUT="${DK_REALVM_TIMEOUT:-3600}"
+if [ "${1:-}" = "--unprivileged" ]; then
+    # the driver as user cinder through its privileged daemon, os-brick through
+    # cinder-rootwrap: the project's venv, which has Cinder, os-brick, oslo.privsep and
+    # oslo.rootwrap (tests/benchmarks/realdm_unprivileged.py)
+    shift
+    bash "$repo/tests/realvm/install_deps.sh" "$repo/.venv/bin/python" >&2
+    exec bash "$repo/tests/realvm/run_in_vm.sh" -- \
+        "$repo/.venv/bin/python" -W "ignore::DeprecationWarning" \
+        -m tests.benchmarks.realdm_unprivileged "$@"
+fi
 venv_python="$(bash "$here/make_venv.sh")"
 bash "$repo/tests/realvm/install_deps.sh" "$venv_python" >&2
 
 export DK_REALVM_PYTHON="$venv_python"
-export DK_REALVM_TIMEOUT="${DK_REALVM_TIMEOUT:-3600}"
-export DK_BENCH_COMMAND="sudo bash tests/benchmarks/run_realdm.sh${*:+ $*}"
 # the venv's python by its path under the repo, so the guest finds it too
 exec bash "$repo/tests/realvm/run_in_vm.sh" -- \
     "tests/benchmarks/.venv/bin/python" -W "ignore::DeprecationWarning" \

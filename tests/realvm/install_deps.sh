@@ -22,8 +22,10 @@ python="${1:-$repo/.venv/bin/python}"
 # targetcli-fb, python3-rtslib-fb : LIO's admin library, which Cinder's cinder-rtstool
 #                           imports (tests/ecosystem/test_cinder_realvm.py exports through it)
 # open-iscsi              : iscsid and iscsiadm, the initiator os-brick drives
+# sudo                    : the root helper's first step for the unprivileged service user
+#                           (tests/realvm/unprivileged_setup.sh), as Cinder's cinder-rootwrap
 apt_pkgs=(qemu-system-x86 linux-image-amd64 lvm2 thin-provisioning-tools kmod busybox-static
-          procps util-linux targetcli-fb python3-rtslib-fb open-iscsi)
+          procps util-linux targetcli-fb python3-rtslib-fb open-iscsi sudo)
 
 die() { echo "install_deps.sh: ERROR: $*" >&2; exit 1; }
 

@@ -1,0 +1,312 @@
+"""Stats refresh on real device-mapper with the driver running unprivileged, as Cinder runs it.
+
+Runs INSIDE the VM, as root (``sudo bash tests/benchmarks/run_realdm.sh --unprivileged``
+boots it). Builds the same VG as ``realdm`` (a thin pool and up to 1,000 active thin
+LVs, ``realdm.build``), makes the guest a Cinder host (``tests/realvm/
+unprivileged_setup.sh``: user ``cinder``, sudo to the root helper), and then, from
+processes of user ``cinder`` (``tests/functional/unprivileged_side.py``), interleaved,
+median of N rounds, each round after an operator's ``lvcreate``:
+
+- this driver, ``lvm_privilege = privsep``: every LVM command and device read through
+  ``sudo oslo-rootwrap ... privsep-helper`` and the driver's daemon; the first
+  refresh after the change and one with nothing changed;
+- os-brick's ``LVM`` as Cinder's LVM driver runs it: each LVM command through
+  ``sudo cinder-rootwrap /etc/cinder/rootwrap.conf`` with Cinder's own filters;
+- and, as root in this process, os-brick in-process (``refresh.make_brick``, the
+  root path's comparison in ``realdm``) for reference;
+- the daemon's round trip: a thin create + delete through it against the same as
+  root in-process, and the pool's device-mapper status through it against an ioctl.
+
+Prints one Markdown report. Nothing asserts a time.
+
+    python -m tests.benchmarks.realdm_unprivileged [--lvs 1000] [--runs 5]
+"""
+
+from __future__ import annotations
+
+import argparse
+import grp
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any, Callable
+
+from tests.benchmarks import refresh as R
+from tests.benchmarks.realdm import (BATCH, POOL, VG_NAME, _lvcreate_line, _run, _s,
+                                     _thin_lv_count, build)
+from tests.benchmarks.realvg import GiB, RealVG
+from tests.benchmarks.run import describe_machine, machine
+
+MiB = 1024 ** 2
+REPO = Path(__file__).resolve().parents[2]
+VENV_BIN = str(Path(sys.executable).parent)
+SECTION = "bench"
+CONFIG = "/etc/driver-kit/bench.conf"
+DRIVER_HELPER = f"sudo {VENV_BIN}/oslo-rootwrap /etc/driver-kit/rootwrap.conf"
+CINDER_HELPER = f"sudo {VENV_BIN}/cinder-rootwrap /etc/cinder/rootwrap.conf"
+
+
+def cinder_host(lvm_conf: str) -> None:
+    """The guest as a Cinder host: the driver's root helper (unprivileged_setup.sh),
+    Cinder's own (cinder-rootwrap with Cinder's volume.filters, sudo as Cinder's
+    packages allow it), and the driver's root-owned backend config."""
+    _run(["bash", str(REPO / "tests/realvm/unprivileged_setup.sh"), sys.executable],
+         dict(os.environ))
+    filters = Path(VENV_BIN).parent / "etc" / "cinder" / "rootwrap.d"
+    assert (filters / "volume.filters").is_file(), f"no Cinder filters in {filters}"
+    os.makedirs("/etc/cinder", exist_ok=True)
+    Path("/etc/cinder/rootwrap.conf").write_text(
+        f"[DEFAULT]\nfilters_path={filters}\nexec_dirs=/sbin,/usr/sbin,/bin,/usr/bin,"
+        f"{VENV_BIN}\nuse_syslog=False\n")
+    sudoers = Path("/etc/sudoers.d/cinder-rootwrap")
+    sudoers.write_text(f"cinder ALL = (root) NOPASSWD: {VENV_BIN}/cinder-rootwrap "
+                       "/etc/cinder/rootwrap.conf *\n")
+    sudoers.chmod(0o440)
+    Path(CONFIG).write_text(f"""\
+[DEFAULT]
+enabled_backends = {SECTION}
+
+[{SECTION}]
+volume_driver = lvm_driver.driver.ThinLVMDriver
+volume_group = {VG_NAME}
+lvm_thin_pool_name = {POOL}
+lvm_create_thin_pool = false
+lvm_conf_file = {lvm_conf}
+lvm_privilege = privsep
+lvm_root_helper = {DRIVER_HELPER}
+lvm_metadata_parse = true
+lvm_command_timeout = 600
+max_over_subscription_ratio = 1000
+""")
+    os.chown(CONFIG, 0, grp.getgrnam("cinder").gr_gid)
+    os.chmod(CONFIG, 0o640)
+    os.makedirs("/var/lib/cinder/locks", mode=0o700, exist_ok=True)
+    cinder = subprocess.run(["id", "-u", "cinder"], capture_output=True, text=True)
+    os.chown("/var/lib/cinder/locks", int(cinder.stdout), int(cinder.stdout))
+
+
+class Side:
+    """A process of user ``cinder`` answering JSON requests (unprivileged_side.py)."""
+
+    def __init__(self) -> None:
+        self.proc = subprocess.Popen(
+            ["runuser", "-u", "cinder", "--", sys.executable,
+             str(REPO / "tests/functional/unprivileged_side.py"), CONFIG, SECTION,
+             "/var/lib/cinder/locks"],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, cwd=str(REPO))
+
+    def ask(self, op: str, **request: Any) -> tuple[Any, float]:
+        assert self.proc.stdin is not None and self.proc.stdout is not None
+        self.proc.stdin.write(json.dumps({"op": op, **request}) + "\n")
+        self.proc.stdin.flush()
+        reply = json.loads(self.proc.stdout.readline())
+        if "error" in reply:
+            raise RuntimeError(f"{op}: {reply['error']}: {reply['message']}\n"
+                               f"{reply.get('trace', '')}")
+        return reply["ok"], reply["seconds"]
+
+    def close(self) -> None:
+        assert self.proc.stdin is not None
+        self.proc.stdin.close()
+        self.proc.wait(timeout=120)
+
+
+SMOKE_LVS = 20
+
+
+def grow(vg: RealVG, built: dict[str, Any], lv_count: int, deadline: float) -> None:
+    """More thin LVs, as ``realdm.build`` makes them (``lvm`` shell batches), up to
+    ``lv_count`` or the deadline; ``built`` updated."""
+    env = dict(vg.env(), HOME=str(vg.workdir))
+    index = 1000000  # names apart from build's and the rounds'
+    while built["thin_lvs"] < lv_count and time.time() < deadline:
+        todo = min(BATCH, lv_count - built["thin_lvs"])
+        script = "".join(_lvcreate_line(index + i, 1) + "\n" for i in range(todo))
+        index += todo
+        t0 = time.perf_counter()
+        subprocess.run(["lvm"], input=script, env=env, stdout=subprocess.DEVNULL,
+                       stderr=subprocess.PIPE, text=True, check=False)
+        seconds = time.perf_counter() - t0
+        built["thin_lvs"], built["active"] = _thin_lv_count(env)
+        built["batches"].append({"lvs": built["thin_lvs"], "seconds": seconds,
+                                 "per_lv_s": seconds / todo})
+        print(f"# {built['thin_lvs']} thin LVs, last {todo} in {seconds:.1f} s",
+              file=sys.stderr)
+
+
+def _median(values: list[float]) -> float:
+    return statistics.median(values) if values else float("nan")
+
+
+def measure(vg: RealVG, runs: int, first_change: int = 80000) -> dict[str, Any]:
+    env = vg.env()
+    side = Side()
+    side.ask("setup")
+    brick_request = {"root_helper": CINDER_HELPER, "vg": VG_NAME, "pool": POOL,
+                     "lvm_conf": vg.lvm_conf}
+    root_brick = R.make_brick(vg_name=VG_NAME, lvm_conf=vg.lvm_conf)
+    times: dict[str, list[float]] = {k: [] for k in (
+        "after_change", "steady", "brick_cinder", "brick_root")}
+    commands: dict[str, list[int]] = {k: [] for k in times}
+    reports: dict[str, Any] = {}
+    # warm-up, untimed: the daemon started, the report read once, os-brick built
+    reports["steady"], _ = side.ask("refresh")
+    reports["brick_cinder"], _ = side.ask("brick_refresh", **brick_request)
+    reports["brick_root"] = R.cinder_refresh(root_brick)
+    change_s = []
+    for round_ in range(runs):
+        t0 = time.perf_counter()
+        _run(_lvcreate_line(first_change + round_, 1).split(), env)
+        change_s.append(time.perf_counter() - t0)
+        reply, seconds = side.ask("refresh")
+        times["after_change"].append(seconds)
+        commands["after_change"].append(reply["commands"])
+        reports["after_change"] = reply
+        order: list[tuple[str, Callable[[], tuple[Any, float]]]] = [
+            ("steady", lambda: side.ask("refresh")),
+            ("brick_cinder", lambda: side.ask("brick_refresh", **brick_request)),
+            ("brick_root", lambda: _timed(lambda: R.cinder_refresh(root_brick))),
+        ]
+        order = order[round_ % 3:] + order[:round_ % 3]
+        for name, fn in order:
+            reply, seconds = fn()
+            times[name].append(seconds)
+            if isinstance(reply, dict) and "commands" in reply:
+                commands[name].append(reply["commands"])
+    trips = round_trips(side, vg, runs)
+    side.close()
+    return {"times": times, "commands": commands, "change_s": change_s,
+            "reports": reports, "trips": trips}
+
+
+def _timed(fn: Callable[[], Any]) -> tuple[Any, float]:
+    t0 = time.perf_counter()
+    value = fn()
+    return value, time.perf_counter() - t0
+
+
+def round_trips(side: Side, vg: RealVG, runs: int) -> dict[str, list[float]]:
+    """A thin create and delete through the daemon (as cinder) and in-process as root,
+    and the pool's device-mapper status through the daemon and by ioctl."""
+    import tempfile
+
+    from driver_kit import load_backend_config
+    from lvm_driver.dm_status import thin_pool_status
+    from lvm_driver.driver import LVM_OPTS, ThinLVMDriver
+    direct = ThinLVMDriver(load_backend_config(extra_opts=LVM_OPTS, overrides={
+        "volume_group": VG_NAME, "lvm_thin_pool_name": POOL, "lvm_create_thin_pool": False,
+        "lock_path": tempfile.mkdtemp(prefix="dk-bench-locks-"), "lvm_privilege": "direct",
+        "lvm_conf_file": vg.lvm_conf, "lvm_command_timeout": 600.0,
+        "lvm_metadata_parse": True, "max_over_subscription_ratio": "1000"}))
+    direct.do_setup()
+    out: dict[str, list[float]] = {k: [] for k in (
+        "create_daemon", "delete_daemon", "create_root", "delete_root", "status_daemon",
+        "status_root")}
+    for i in range(runs):
+        name = f"trip-{i:03d}"
+        out["create_daemon"].append(side.ask("driver", method="create_volume",
+                                             args=[name, 1])[1])
+        out["delete_daemon"].append(side.ask("driver", method="delete_volume",
+                                             args=[name])[1])
+        out["create_root"].append(_timed(lambda: direct.create_volume(name + "r", 1))[1])
+        out["delete_root"].append(_timed(lambda: direct.delete_volume(name + "r"))[1])
+        out["status_daemon"].append(side.ask("entry", module="devices",
+                                             name="thin_pool_status", args=[SECTION],
+                                             kwargs={"pool": POOL})[1])
+        out["status_root"].append(_timed(lambda: thin_pool_status(VG_NAME, POOL))[1])
+    return out
+
+
+def render(result: dict[str, Any]) -> str:
+    m, b, r = result["machine"], result["build"], result["measure"]
+    t, c = r["times"], r["commands"]
+    brick = _median(t["brick_cinder"])
+    out: list[str] = []
+    w = out.append
+    w("## Real device-mapper, the driver unprivileged (VM lane)\n")
+    w(f"- Command: `{result['command']}`")
+    w(f"- Machine (inside the VM): {describe_machine(m)}; qemu TCG (no KVM)")
+    w(f"- Median of {result['runs']} rounds (min in brackets), one untimed warm-up; each "
+      "round: an operator's `lvcreate` as root, this driver's first refresh after it, "
+      "then the other paths in rotating order. Took "
+      f"{result['took_s']:.0f} s. {b['thin_lvs']:,} thin LVs "
+      f"({b['active']:,} active) built in "
+      f"{sum(x['seconds'] for x in b['batches']):.0f} s.\n")
+    labels = {
+        "steady": "**this driver as `cinder`**, through its privsep daemon, nothing changed",
+        "after_change": "**this driver as `cinder`**, first refresh after the `lvcreate`",
+        "brick_cinder": "os-brick `LVM` as `cinder`, each command through "
+                        "`sudo cinder-rootwrap` (Cinder's path)",
+        "brick_root": "os-brick `LVM` as root in-process (the root path's comparison)",
+    }
+    w("| path | LVM commands per refresh | wall | vs os-brick as Cinder runs it |")
+    w("|---|---:|---:|---:|")
+    for name in ("steady", "after_change", "brick_cinder", "brick_root"):
+        values = t[name]
+        counts = "/".join(str(x) for x in sorted(set(c.get(name, [])))) or "-"
+        vs = "1" if name == "brick_cinder" else f"{brick / _median(values):.2f}x faster"
+        w(f"| {labels[name]} | {counts} | {_s(_median(values))} ({_s(min(values))}) | {vs} |")
+    w("")
+    trips = r["trips"]
+    w("The daemon's round trip (median, min in brackets):\n")
+    w("| operation | as `cinder` through the daemon | as root in-process | difference |")
+    w("|---|---:|---:|---:|")
+    for label, key in (("thin volume create (`create_volume`, 1 GiB)", "create"),
+                       ("thin volume delete (`delete_volume`)", "delete"),
+                       ("thin pool device-mapper status", "status")):
+        d, root_ = trips[f"{key}_daemon"], trips[f"{key}_root"]
+        w(f"| {label} | {_s(_median(d))} ({_s(min(d))}) | {_s(_median(root_))} "
+          f"({_s(min(root_))}) | {_s(_median(d) - _median(root_))} |")
+    w("")
+    after = r["reports"]["after_change"]
+    w(f"Report cache after the rounds (the cinder process): {after['cache']}. "
+      f"Operator `lvcreate`: {_s(_median(r['change_s']))}.\n")
+    pool = after["stats"]["pools"][0]
+    w(f"This driver's pool: {pool.get('total_capacity_gb')} GiB total, "
+      f"{pool.get('free_capacity_gb')} free, {pool.get('provisioned_capacity_gb')} "
+      f"provisioned; os-brick (as cinder): {r['reports']['brick_cinder']['stats']}.\n")
+    return "\n".join(out)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--lvs", type=int, default=1000)
+    parser.add_argument("--runs", type=int, default=5)
+    parser.add_argument("--create-budget-s", type=float, default=1500.0)
+    parser.add_argument("--pool-gb", type=int, default=16)
+    parser.add_argument("--markdown-out")
+    args = parser.parse_args(argv)
+    if os.environ.get("DK_REAL_LVM") != "1" or os.geteuid() != 0:
+        print("realdm_unprivileged: runs inside the VM lane as root: sudo bash "
+              "tests/benchmarks/run_realdm.sh --unprivileged", file=sys.stderr)
+        return 2
+    started = time.time()
+    with RealVG(VG_NAME, dev_size_bytes=(args.pool_gb + 8) * GiB,
+                metadata_area_bytes=16 * MiB) as vg:
+        # every path once on a few LVs first, so a mistake shows before the long build
+        built = build(vg, lv_count=SMOKE_LVS, pool_gb=args.pool_gb, lv_gb=1,
+                      budget_s=args.create_budget_s)
+        cinder_host(vg.lvm_conf)
+        print("# smoke round", file=sys.stderr)
+        measure(vg, 1, first_change=70000)
+        grow(vg, built, args.lvs, started + args.create_budget_s)
+        print(f"# measuring {args.runs} rounds", file=sys.stderr)
+        measured = measure(vg, args.runs)
+    result = {"command": os.environ.get("DK_BENCH_COMMAND",
+                                        "python -m tests.benchmarks.realdm_unprivileged"),
+              "machine": machine(), "runs": args.runs, "build": built,
+              "measure": measured, "took_s": time.time() - started}
+    text = render(result)
+    print(text)
+    if args.markdown_out:
+        Path(args.markdown_out).write_text(text + "\n", encoding="utf-8")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
