@@ -140,12 +140,12 @@ class VolumeGroup:
         forgets the reused report.
         """
         try:
-            found, fingerprint = self._cache.lookup()
+            found, fingerprint, sources = self._cache.lookup()
             if found is None:
                 self._cache.clear()
                 found = self._cache.parsed(fingerprint, self._vg_name) \
                     or self._full_report(fingerprint, timeout_s)
-            return with_pool_usage(found[0], found[1], self._cache.sources,
+            return with_pool_usage(found[0], found[1], sources,
                                    lambda pool: self.lv_report(pool, timeout_s=timeout_s))
         except BaseException:
             self._cache.clear()

@@ -17,6 +17,7 @@ How the daemon starts: inside a service that set oslo.privsep's root helper
 from __future__ import annotations
 
 import errno
+import logging
 import shlex
 from collections.abc import Sequence
 from typing import Any, Final
@@ -27,6 +28,8 @@ from lvm_driver.command import CommandResult, LVMError, LVMTimeoutError
 from lvm_driver.dm_status import ThinPoolStatus
 from lvm_driver.privileged import CONFIG_SECTION, PrivilegeRefused, commands, devices
 from lvm_driver.report_cache import DeviceSources
+
+LOG = logging.getLogger(__name__)
 
 __all__ = ["PrivsepRunner", "use_helper", "forget_helper", "helper_command"]
 
@@ -128,8 +131,41 @@ class PrivsepRunner:
                            f"{type(exc).__name__}: {exc}") from exc
 
     def device_sources(self) -> DeviceSources:
-        """PV header reads and the thin pool's status, through the daemon."""
-        return DeviceSources(read_block=self.read_block, thin_pool_status=self.thin_pool_status)
+        """PV header reads and the thin pool's status, through the daemon; a refresh's
+        reads batched into one round trip (``prefetch``)."""
+        return DeviceSources(read_block=self.read_block, thin_pool_status=self.thin_pool_status,
+                             prefetch=self.prefetch)
+
+    def prefetch(self, blocks: tuple[tuple[str, int, int], ...],
+                 pools: tuple[tuple[str, str], ...]) -> DeviceSources:
+        """Sources answering ``blocks`` and ``pools``' statuses from one round trip
+        (``devices.read_refresh``), each once; any other read, or all of them when the
+        batch fails, through the daemon one by one."""
+        names = [pool for vg, pool in pools if vg == self.vg_name]
+        try:
+            reply = self._call(devices.read_refresh, ["read-refresh"], _READ_TIMEOUT_S,
+                               blocks=[list(block) for block in blocks], pools=names)
+        except (PrivilegeRefused, OSError, LVMError) as exc:
+            LOG.debug("batched refresh reads failed (%s): reading one by one", exc)
+            return DeviceSources(read_block=self.read_block,
+                                 thin_pool_status=self.thin_pool_status)
+        got_blocks = dict(zip(blocks, reply["blocks"]))
+        got_pools = dict(zip(names, reply["pools"]))
+
+        def read_block(path: str, offset: int, length: int) -> tuple[int, bytes]:
+            item = got_blocks.pop((path, offset, length), None)
+            if item is None:
+                return self.read_block(path, offset, length)
+            identity, data = _value(item, path)
+            return int(identity), data
+
+        def thin_pool_status(vg_name: str, pool_name: str) -> ThinPoolStatus | None:
+            item = got_pools.pop(pool_name, None) if vg_name == self.vg_name else None
+            if item is None:
+                return self.thin_pool_status(vg_name, pool_name)
+            return devices.status_from_reply(_value(item, pool_name))
+
+        return DeviceSources(read_block=read_block, thin_pool_status=thin_pool_status)
 
     def read_block(self, path: str, offset: int, length: int) -> tuple[int, bytes]:
         """``mda.BlockReader`` through the daemon; a refusal is a PermissionError (the
@@ -153,3 +189,13 @@ class PrivsepRunner:
         except PrivilegeRefused as exc:
             raise PermissionError(errno.EACCES, str(exc)) from None
         return devices.status_from_reply(reply)
+
+
+def _value(item: dict[str, Any], what: str) -> Any:
+    """One answer of a batch: its value, or the error the single read would raise (a
+    refusal is a PermissionError: the read path then asks LVM)."""
+    if "refused" in item:
+        raise PermissionError(errno.EACCES, item["refused"], what)
+    if "errno" in item:
+        raise OSError(item["errno"], item["message"], what)
+    return item["value"]

@@ -62,6 +62,11 @@ class DeviceSources:
 
     read_block: mda.BlockReader = mda.read_block
     thin_pool_status: Callable[[str, str], PoolStatus | None] = _kernel_thin_pool_status
+    #: where each read costs a round trip (the privileged daemon): a refresh's header
+    #: reads ((path, offset, length) each) and pool statuses ((vg, pool) each) in one
+    #: go, giving sources that answer those very reads; None: each read on its own
+    prefetch: Callable[[tuple[tuple[str, int, int], ...], tuple[tuple[str, str], ...]],
+                       "DeviceSources"] | None = None
 
 
 def sources_of(executor: LVMExecutor) -> DeviceSources:
@@ -181,18 +186,33 @@ class ReportCache:
         return mda.vg_fingerprint(pvs, read=self.sources.read_block) if pvs else None
 
     def lookup(self) -> tuple[tuple[VGReport, tuple[int, ...]] | None,
-                              mda.Fingerprint | None]:
+                              mda.Fingerprint | None, DeviceSources]:
         """The reusable report and its pools' indexes (None: counted as a miss or a
-        doubt), and the fingerprint read now (None: unknown PVs, or a doubt)."""
+        doubt), the fingerprint read now (None: unknown PVs, or a doubt), and the
+        sources to read the pools' usage from (with a reused report, what was read
+        along with the fingerprint where the sources batch their reads)."""
         with self._lock:
-            entry, known = self._entry, bool(self._pvs)
-        fingerprint = self.fingerprint()
+            entry, pvs = self._entry, self._pvs
+        sources = self._refresh_sources(entry, pvs)
+        fingerprint = mda.vg_fingerprint(pvs, read=sources.read_block) if pvs else None
         with self._lock:
             if entry is not None and fingerprint == entry.fingerprint:
                 self._counts["hits"] += 1
-                return (entry.report, entry.pool_indexes), fingerprint
-            self._counts["doubts" if known and fingerprint is None else "misses"] += 1
-        return None, fingerprint
+                return (entry.report, entry.pool_indexes), fingerprint, sources
+            self._counts["doubts" if pvs and fingerprint is None else "misses"] += 1
+        return None, fingerprint, self.sources
+
+    def _refresh_sources(self, entry: _Entry | None,
+                         pvs: tuple[tuple[str, int], ...]) -> DeviceSources:
+        """The sources, with the PVs' first blocks and the kept report's pool statuses
+        read in one go when they batch reads."""
+        if self.sources.prefetch is None or not pvs:
+            return self.sources
+        pools = () if entry is None else tuple(
+            (entry.report.vg_name, entry.report.lvs[index].name)
+            for index in entry.pool_indexes)
+        return self.sources.prefetch(
+            tuple((path, 0, mda.FIRST_READ_BYTES) for path, _ in pvs), pools)
 
     def parsed(self, fingerprint: mda.Fingerprint | None,
                vg_name: str) -> tuple[VGReport, tuple[int, ...]] | None:

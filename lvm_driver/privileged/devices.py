@@ -22,6 +22,7 @@ import os
 import stat
 import threading
 import time
+from collections.abc import Sequence
 from dataclasses import asdict
 from typing import Any, Final
 
@@ -34,7 +35,8 @@ from lvm_driver.privileged.commands import (checked_name, checked_size, checked_
                                             execute, refusing, run, runner_for)
 from lvm_driver.report import load_rows, lvs_from_rows
 
-__all__ = ["read_pv_block", "thin_pool_status", "zero", "MAX_READ_BYTES", "allowed_regions"]
+__all__ = ["read_pv_block", "read_refresh", "thin_pool_status", "zero", "MAX_READ_BYTES",
+           "allowed_regions"]
 
 #: the most one block read returns
 MAX_READ_BYTES: Final = 16 << 20
@@ -45,6 +47,8 @@ _LABEL_BYTES: Final = mda.LABEL_SCAN_SECTORS * mda.SECTOR
 _RELEARN_INTERVAL_S: Final = 1.0
 _PV_FIELDS: Final = "pv_name,pv_uuid,vg_name,vg_uuid"
 _WIPE_CHUNK: Final = 1 << 20
+#: the most reads of one kind a refresh's batch holds (a VG of that many PVs or pools)
+_MAX_BATCH: Final = 64
 
 
 def allowed_regions(label: mda.PVLabel) -> list[tuple[int, int]]:
@@ -132,6 +136,12 @@ def read_pv_block(section: str, path: str, offset: int, length: int) -> list[Any
     configured VG, inside its label sectors or a metadata area; else refused."""
     with refusing("PV read"):
         served = backend.load(section)
+    return _read_pv_block(served, path, offset, length)
+
+
+def _read_pv_block(served: backend.Backend, path: str, offset: int,
+                   length: int) -> list[Any]:
+    with refusing("PV read"):
         if not isinstance(path, str) or not path.startswith("/") or "\0" in path:
             raise PrivilegeRefused(f"{path!r} is not a device path")
         for value in (offset, length):
@@ -180,12 +190,48 @@ def thin_pool_status(section: str, pool: str) -> dict[str, Any] | None:
     """The device-mapper status of the configured thin pool (None: not active)."""
     with refusing("thin pool status"):
         served = backend.load(section)
-        pool = served.pool(pool)
+    return _thin_pool_status(served, pool)
+
+
+def _thin_pool_status(served: backend.Backend, pool: str) -> dict[str, Any] | None:
+    pool = served.pool(pool)
     if served.simulated:
         status = runner_for(served).thin_pool_status(served.vg, pool)
     else:
         status = _kernel_pool_status(served.vg, pool)
     return None if status is None else asdict(status)
+
+
+@default.entrypoint
+def read_refresh(section: str, blocks: Sequence[Sequence[Any]],
+                 pools: Sequence[str]) -> dict[str, Any]:
+    """A stats refresh's reads in one round trip: each ``[path, offset, length]`` of
+    ``blocks`` as ``read_pv_block`` reads it and each of ``pools`` as
+    ``thin_pool_status`` does, every one checked as it would be alone, and at most
+    ``MAX_READ_BYTES`` in all (lists arrive as tuples through the channel); per item ``{"value": ...}``, ``{"refused": why}`` or
+    ``{"errno": n, "message": text}``."""
+    with refusing("refresh reads"):
+        served = backend.load(section)
+        if not (isinstance(blocks, (list, tuple)) and isinstance(pools, (list, tuple))
+                and len(blocks) <= _MAX_BATCH and len(pools) <= _MAX_BATCH):
+            raise PrivilegeRefused(f"a batch is two lists of at most {_MAX_BATCH} items")
+        if not all(isinstance(block, (list, tuple)) and len(block) == 3 for block in blocks):
+            raise PrivilegeRefused("each block of a batch is [path, offset, length]")
+        lengths = [length for _, _, length in blocks]
+        if not all(isinstance(n, int) and not isinstance(n, bool) for n in lengths) \
+                or sum(lengths) > MAX_READ_BYTES:
+            raise PrivilegeRefused(f"a batch reads at most {MAX_READ_BYTES} bytes in all")
+    return {"blocks": [_each(_read_pv_block, served, *block) for block in blocks],
+            "pools": [_each(_thin_pool_status, served, pool) for pool in pools]}
+
+
+def _each(read: Any, *args: Any) -> dict[str, Any]:
+    try:
+        return {"value": read(*args)}
+    except PrivilegeRefused as exc:
+        return {"refused": str(exc)}
+    except OSError as exc:
+        return {"errno": exc.errno or errno.EIO, "message": str(exc)}
 
 
 def status_from_reply(reply: dict[str, Any] | None) -> ThinPoolStatus | None:

@@ -217,6 +217,43 @@ def test_pool_status_of_the_configured_pool_only(lab, driver):
         devices.thin_pool_status(SECTION, "otherpool")
 
 
+def test_a_refresh_with_nothing_changed_is_one_round_trip(lab, driver, monkeypatch):
+    driver.get_volume_stats(refresh=True)
+    calls = []
+    call = PrivsepRunner._call
+
+    def counted(self, entrypoint, *args, **kwargs):
+        calls.append(entrypoint)
+        return call(self, entrypoint, *args, **kwargs)
+
+    monkeypatch.setattr(PrivsepRunner, "_call", counted)
+    hits = driver.vg.report_cache_stats.hits
+    pool = driver.get_volume_stats(refresh=True)["pools"][0]
+    assert driver.vg.report_cache_stats.hits == hits + 1
+    assert calls == [devices.read_refresh]  # the PV headers and the pool status together
+    assert pool["backend_state"] == "up"
+
+
+def test_a_batch_of_refresh_reads_checks_each_read_as_if_alone(lab, driver):
+    pv, decoy_pv = lab.sim.pv_path(VG), lab.sim.pv_path("othervg")
+    reply = devices.read_refresh(
+        SECTION, [[pv, 0, mda.FIRST_READ_BYTES], ["/etc/shadow", 0, 4096],
+                  [decoy_pv, 0, 4096], [pv, 0, -4096]], [POOL, "otherpool", "../x"])
+    assert "value" in reply["blocks"][0]
+    assert all("refused" in item for item in reply["blocks"][1:])
+    assert reply["pools"][0]["value"]["mode"] == "rw"
+    assert all("refused" in item for item in reply["pools"][1:])
+    whole = [pv, 0, devices.MAX_READ_BYTES]
+    for blocks, pools in [("x", []), ([], "x"), ([[pv, 0]], []), ([[pv, 0, 4096, 0]], []),
+                          ([[pv, 0, 4096]] * 65, []), ([], [POOL] * 65),
+                          ([whole, whole], []), ([[pv, 0, True]], []),
+                          ([[pv, 0, "4096"]], [])]:
+        with pytest.raises(PrivilegeRefused):
+            devices.read_refresh(SECTION, blocks, pools)
+    with pytest.raises(PrivilegeRefused):
+        devices.read_refresh("nosuch", [[pv, 0, 4096]], [POOL])
+
+
 def test_the_wipe_takes_only_an_active_linear_lv_of_the_vg_up_to_its_size(lab, driver):
     driver.create_volume("thin-w", 1)
     driver.create_volume("thick-w", 1, extra_specs={"provisioning:type": "thick"})
