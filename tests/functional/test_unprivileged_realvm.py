@@ -585,6 +585,13 @@ ATTACKS: list[tuple[str, str, Any]] = [
      Raw("lvm_driver.privileged.commands.execute", (None, ["vgremove", "-f", DECOY_VG], 60))),
     ("D42", "the daemon's config loader with cinder's files (no entrypoint)",
      Raw("lvm_driver.privileged.backend.load_from", (["{tmp}/evil.conf"], DECOY_SECTION))),
+    ("D43", "a batch of refresh reads through the decoy's section",
+     Entry("devices", "read_refresh", {"blocks": [["{decoy_pv}", 0, 4096]], "pools": []},
+           section=DECOY_SECTION)),
+    ("D44", "a batch of refresh reads past its byte cap (16 MiB of the PV twice)",
+     Entry("devices", "read_refresh", {"blocks": [["{pv}", 0, 16 * MiB]] * 2, "pools": []})),
+    ("D45", "a batch of 65 refresh reads",
+     Entry("devices", "read_refresh", {"blocks": [["{pv}", 0, 512]] * 65, "pools": []})),
     # -- the daemon started with a helper command the caller chose ---------------
     ("S01", "daemon started with cinder's config file (outside /etc)",
      Start(f"sudo {' '.join(ROOTWRAP)} privsep-helper --config-file {{tmp}}/evil.conf",
