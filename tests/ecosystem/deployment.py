@@ -146,6 +146,21 @@ class RabbitMQ:
         except subprocess.TimeoutExpired:
             return False
 
+    def consumers(self) -> dict[str, int]:
+        """Each queue's consumer count, as ``rabbitmqctl list_queues`` gives it."""
+        try:
+            out = subprocess.run([str(RABBIT_BIN / "rabbitmqctl"), "-n", self.node, "-q",
+                                  "list_queues", "name", "consumers"], env=self.env,
+                                 capture_output=True, text=True, timeout=30)
+        except subprocess.TimeoutExpired:
+            return {}
+        counts: dict[str, int] = {}
+        for line in out.stdout.splitlines() if out.returncode == 0 else ():
+            name, _, count = line.rpartition("\t")
+            if name and count.isdigit():
+                counts[name] = int(count)
+        return counts
+
     def start(self) -> None:
         self.server.start()
         wait_for("RabbitMQ started", lambda: self._ctl("await_startup", "--timeout", "5")

@@ -334,12 +334,24 @@ def test_a_cinder_volume_restart_loses_nothing(stack: Stack, user: User) -> None
 
 def test_a_rabbitmq_restart_loses_nothing(stack: Stack, user: User) -> None:
     before = user.create("before", 1, "lvm-thin")
-    stack.deployment.rabbit.stop()
-    stack.deployment.rabbit.start()
-    after = wait_for("a create through the restarted bus", lambda: (
-        v := user.create("after", 1, "lvm-thin", wait=True))["status"] == "available" and v,
-        120, interval_s=1)
-    assert after and user.volume(before["id"])["status"] == "available"
+    rabbit = stack.deployment.rabbit
+    # the services' own queues (not the per-call reply queues, which come and go)
+    served = {name for name, count in rabbit.consumers().items()
+              if count and name.startswith("cinder-") and "_fanout_" not in name}
+    assert {"cinder-scheduler"} <= served, served
+    rabbit.stop()
+    rabbit.start()
+    # Cinder's queues are not durable: a cast sent before a service has
+    # reconnected and declared its queue again is dropped by RabbitMQ, as in
+    # any Cinder deployment; an operator waits for the consumers to come back
+    waited = time.monotonic()
+    wait_for("every Cinder service consuming again", lambda: all(
+        rabbit.consumers().get(name, 0) > 0 for name in served), 180, interval_s=1)
+    stack.timings["services back on the restarted bus after (s)"] = round(
+        time.monotonic() - waited, 1)
+    after = user.create("after", 1, "lvm-thin", wait=True)
+    assert after["status"] == "available"
+    assert user.volume(before["id"])["status"] == "available"
     stack.assert_db_matches_backend()
 
 
