@@ -20,11 +20,18 @@ setup(
         "oslo.privsep>=3.0,<4",
         "psutil>=5.9,<8",
         "platformdirs>=3.0,<5",
+        # the command line: shell completion, progress of long work on a terminal
+        "argcomplete>=3.0,<4",
+        "rich>=13,<16",
     ],
+    # PEP 561: both packages ship their type hints to a vendor's type checker
+    package_data={"driver_kit": ["py.typed"], "lvm_driver": ["py.typed"]},
     extras_require={
         # cross-host admission (coordination_backend_url): etcd reservations through
         # etcd3gw; redis, zookeeper and file URLs through tooz locks
         "coordination": ["tooz>=6.0,<11", "etcd3gw>=2.0,<3"],
+        # a driver author's harness: the pytest plugin and the testtools TestCase
+        "harness": ["pytest>=7.0,<10", "testtools>=2.5,<3"],
         "test": [
             "pytest>=7.0,<10",
             "testtools>=2.5,<3",

@@ -18,6 +18,7 @@ from driver_kit.exceptions import (AlreadyExists, BackendError, BackendTimeout,
                                    DriverKitError, InvalidInput, InvalidName, InvalidSize,
                                    InvalidStats, NotFound, NotManaged, PoolNotFound,
                                    SetupError, SnapshotNotFound, VolumeBusy, VolumeNotFound)
+from driver_kit.listing import ListsVolumes, VolumeRecord
 from driver_kit.stats import BackendStats, PoolFacts, PoolStats, Violation, validate_stats
 from driver_kit.units import GiB, MiB
 
@@ -25,8 +26,8 @@ __all__ = [
     "AdmissionCheck", "AdmissionDecision", "AlreadyExists", "BackendConfig", "BackendError",
     "BackendStats", "BackendTimeout", "BackendUnavailable", "CapacityExceeded", "ConfigError",
     "DriverKitError", "GiB", "InvalidInput", "InvalidName", "InvalidSize", "InvalidStats",
-    "MiB", "NotFound", "NotManaged", "PoolFacts", "PoolNotFound", "PoolStats", "SetupError", "SnapshotNotFound",
-    "Violation", "VolumeBusy", "VolumeDriver", "VolumeInfo", "VolumeNotFound", "admit",
+    "ListsVolumes", "MiB", "NotFound", "NotManaged", "PoolFacts", "PoolNotFound", "PoolStats", "SetupError", "SnapshotNotFound",
+    "Violation", "VolumeBusy", "VolumeDriver", "VolumeInfo", "VolumeNotFound", "VolumeRecord", "admit",
     "calculate_capacity_factors", "calculate_max_over_subscription_ratio",
     "calculate_virtual_free_capacity", "list_opts", "load_backend_config", "log_notifier",
     "make_conf", "max_admissible", "validate_size_gb", "validate_stats",

@@ -10,7 +10,8 @@ from typing import Any, Sequence
 
 from driver_kit import scheduler
 
-__all__ = ["format_columns", "pools_table", "stats_table"]
+__all__ = ["POOLS_HEADERS", "STATS_HEADERS", "format_columns", "pools_rows", "pools_table",
+           "stats_rows", "stats_table"]
 
 
 def format_columns(rows: Sequence[Sequence[Any]], headers: Sequence[str]) -> str:
@@ -22,23 +23,32 @@ def format_columns(rows: Sequence[Sequence[Any]], headers: Sequence[str]) -> str
     return "\n".join(lines)
 
 
-def stats_table(stats: dict[str, Any]) -> str:
-    """The pools of a stats report as a table an operator reads at a glance."""
-    rows = [[p["pool_name"], p.get("backend_state"), p["total_capacity_gb"],
+STATS_HEADERS = ("pool", "state", "total GiB", "free GiB", "provisioned GiB",
+                 "snapshots GiB", "ratio", "reserved %", "largest new GiB", "volumes",
+                 "data %", "meta %")
+POOLS_HEADERS = ("pool", "type", "total", "free", "reserved", "available", "provisioned",
+                 "virtual free", "free %", "prov. ratio", "ratio")
+
+
+def stats_rows(stats: dict[str, Any]) -> list[list[Any]]:
+    """One row per pool of a stats report, in ``STATS_HEADERS`` order."""
+    return [[p["pool_name"], p.get("backend_state"), p["total_capacity_gb"],
              p["free_capacity_gb"], p["provisioned_capacity_gb"],
              p.get("snapshot_capacity_gb"), p["max_over_subscription_ratio"],
              p["reserved_percentage"], p.get("max_volume_size_gb"), p["total_volumes"],
              p.get("data_percent"), p.get("metadata_percent")] for p in stats["pools"]]
-    text = format_columns(rows, ["pool", "state", "total GiB", "free GiB", "provisioned GiB",
-                                 "snapshots GiB", "ratio", "reserved %", "largest new GiB",
-                                 "volumes", "data %", "meta %"])
+
+
+def stats_table(stats: dict[str, Any]) -> str:
+    """The pools of a stats report as a table an operator reads at a glance."""
+    text = format_columns(stats_rows(stats), STATS_HEADERS)
     reasons = [f"{p['pool_name']}: {p['down_reason']}" for p in stats["pools"]
                if p.get("down_reason")]
     return text + "".join(f"\n  down: {r}" for r in reasons)
 
 
-def pools_table(stats: dict[str, Any]) -> str:
-    """The get-pools view: capacity factors per provisioning type."""
+def pools_rows(stats: dict[str, Any]) -> list[list[Any]]:
+    """The get-pools view, one row per pool and provisioning type (``POOLS_HEADERS``)."""
     rows = []
     for pool in scheduler.get_pools(stats):
         for f in pool["capacity_factors"]:
@@ -47,6 +57,9 @@ def pools_table(stats: dict[str, Any]) -> str:
                          f["total_available_capacity"], f["provisioned_capacity"],
                          f["virtual_free_capacity"], f["free_percent"],
                          f["provisioned_ratio"], f["max_over_subscription_ratio"]])
-    return format_columns(rows, ["pool", "type", "total", "free", "reserved", "available",
-                                 "provisioned", "virtual free", "free %", "prov. ratio",
-                                 "ratio"])
+    return rows
+
+
+def pools_table(stats: dict[str, Any]) -> str:
+    """The get-pools view: capacity factors per provisioning type."""
+    return format_columns(pools_rows(stats), POOLS_HEADERS)

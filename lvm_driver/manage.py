@@ -1,5 +1,7 @@
-"""Adopting and releasing LVs, retype and revert for ``ThinLVMDriver`` (a mixin).
+"""Listing, adopting and releasing LVs, retype and revert for ``ThinLVMDriver`` (a mixin).
 
+The listing (``backend_list_volumes``) shows every volume and snapshot of the pools
+with who made it: the driver (its tag) or an operator.
 Manage adopts an operator's LV as a volume (or a thin snapshot as a snapshot):
 ``lvrename`` to the name Cinder gives it, then ``lvchange --addtag`` of the
 driver's tag, after which the driver may delete it. Capacity-neutral: the
@@ -24,7 +26,7 @@ import uuid
 from typing import Any, Mapping
 
 from driver_kit import (AlreadyExists, InvalidInput, NotFound, SnapshotNotFound, VolumeBusy,
-                        VolumeInfo, VolumeNotFound)
+                        VolumeInfo, VolumeNotFound, VolumeRecord)
 from driver_kit.driver import provisioning_type
 from driver_kit.units import GiB
 from lvm_driver.lvm import LogicalVolume, VGReport
@@ -188,6 +190,29 @@ class ManageMixin:
     def manageable_snapshots(self) -> list[dict[str, Any]]:
         """Every thin snapshot LV, in Cinder's ``get_manageable_snapshots`` entry shape."""
         return self._manageable(_SNAPSHOT)
+
+    def backend_list_volumes(self) -> list[VolumeRecord]:
+        """Every volume and snapshot of the driver's pools, the operator's too, by name,
+        from one read of the VG (no live read: nothing asks the kernel per LV).
+
+        What counts is what the pools count (``_kind``), plus an operator's COW
+        snapshots, whose extents are thick space in the VG."""
+        records = []
+        for lv in self._read().lvs:
+            kind = self._kind(lv)
+            if kind in (_VOLUME, _SNAPSHOT):
+                info = self._info(lv)
+                records.append(VolumeRecord(
+                    name=lv.name, kind="volume" if kind == _VOLUME else "snapshot",
+                    provisioning="thin" if info.thin else "thick",
+                    size_bytes=lv.size_bytes, pool_name=info.pool_name, origin=lv.origin,
+                    owner="driver" if self._tag_of(kind) in lv.tags else "operator"))
+            elif lv.is_cow_snapshot:
+                records.append(VolumeRecord(
+                    name=lv.name, kind="snapshot", provisioning="cow",
+                    size_bytes=lv.size_bytes, pool_name=self.vg_name,
+                    origin=lv.origin, owner="operator"))
+        return sorted(records, key=lambda record: record.name)
 
     def _manageable(self, kind: str) -> list[dict[str, Any]]:
         report = self._read()
