@@ -21,7 +21,7 @@ import sys
 import math
 import tempfile
 import traceback
-from typing import Any, Callable, NoReturn, Sequence
+from typing import Any, Callable, Sequence
 
 import argcomplete
 import platformdirs
@@ -34,8 +34,8 @@ from driver_kit.exceptions import (CapacityExceeded, ConfigError, DriverKitError
                                    PoolNotFound, SnapshotNotFound, VolumeNotFound)
 from driver_kit.listing import ListsVolumes, VolumeRecord
 from driver_kit.loading import default_overrides, import_object, load_driver
-from driver_kit.output import (FORMATS, error_document, render_document, render_record,
-                               render_rows, requested_format)
+from driver_kit.output import (FORMATS, FormattedParser, error_document, render_document,
+                               render_record, render_rows, requested_format)
 from driver_kit.progress import activity
 from driver_kit.tables import (POOLS_HEADERS, STATS_HEADERS, pools_rows, pools_table,
                                stats_rows, stats_table)
@@ -112,7 +112,7 @@ def _wipe_note(driver: VolumeDriver, info: VolumeInfo) -> str | None:
         return None
     clear_mib = conf.get("volume_clear_size", 0)
     nbytes = min(info.size_bytes, clear_mib * 1024 ** 2) if clear_mib else info.size_bytes
-    return (f"deleting thick volume {info.name}: writing {bytes_to_gb_up(nbytes)} GiB of "
+    return (f"deleting thick volume {info.name}: writing {bytes_to_gb_up(nbytes):.2f} GiB of "
             f"zeros first (volume_clear)")
 
 
@@ -252,18 +252,6 @@ def _port(text: str) -> int:
     return port
 
 
-class _Parser(argparse.ArgumentParser):
-    """argparse whose usage errors come out as JSON when ``-f json`` was asked for."""
-
-    json_errors = False
-
-    def error(self, message: str) -> NoReturn:
-        if self.json_errors:
-            print(error_document("UsageError", f"{self.prog}: {message}", EXIT_USAGE))
-            sys.exit(EXIT_USAGE)
-        super().error(message)
-
-
 FORMAT_HELP = ("output format: table (for people), json (one document, errors too), "
                "value (values only, for scripts); before or after the command")
 
@@ -276,12 +264,12 @@ def _add_format(parser: argparse.ArgumentParser, *, default: Any, shown: bool) -
 def _parser(*, json_errors: bool = False) -> argparse.ArgumentParser:
     """The command line; ``check`` is parsed by the harness's own parser, which completion
     (argcomplete: ``eval "$(register-python-argcomplete driver-kit)"``) borrows."""
-    _Parser.json_errors = json_errors
-    parser = _Parser(
+    parser = FormattedParser(
         prog="driver-kit", description="Capacity-correct volume drivers: stats, pools, "
         "volume operations and compliance checks.",
         epilog="configuration: --config-file, else $DRIVER_KIT_CONFIG, else "
-               "/etc/driver-kit/driver-kit.conf, else the LVM simulator")
+               "/etc/driver-kit/driver-kit.conf, else the LVM simulator",
+        json_errors=json_errors)
     parser.add_argument("--version", action="version",
                         version=f"%(prog)s {driver_kit.__version__}")
     parser.add_argument("--config-file", action="append", default=[], metavar="FILE",
@@ -290,8 +278,7 @@ def _parser(*, json_errors: bool = False) -> argparse.ArgumentParser:
     parser.add_argument("--backend", help="backend section to use")
     parser.add_argument("--debug", action="store_true", help="show tracebacks and debug logs")
     _add_format(parser, default=None, shown=True)
-    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND",
-                                parser_class=_Parser)
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     def command(name: str, helptext: str, **kwargs: Any) -> argparse.ArgumentParser:
         p = sub.add_parser(name, help=helptext, epilog=f"-f, --format {{table,json,value}}: "
@@ -402,7 +389,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``driver-kit`` console script; returns the exit code."""
     argv = list(sys.argv[1:] if argv is None else argv)
     parser = _parser(json_errors=requested_format(argv) == "json")
-    argcomplete.autocomplete(parser)  # a no-op unless a shell is completing
+    # a no-op unless a shell is completing; -f after a command is left out of its usage line,
+    # not out of completion
+    argcomplete.autocomplete(parser, print_suppressed=True)
     index = _command_index(argv)
     if index is not None and argv[index] == "check":
         from driver_kit.compliance.cli import main_check

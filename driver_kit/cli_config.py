@@ -35,11 +35,12 @@ ADAPTER_DEFAULT_DRIVER = "lvm_driver.driver.ThinLVMDriver"
 CINDER_STATE_PATH = "/var/lib/cinder"
 
 
-def choose_config_files(given: Sequence[str], environ: Mapping[str, str] | None = None,
-                        default_file: str = DEFAULT_CONFIG_FILE) -> tuple[list[str], str]:
+def choose_config_files(given: Sequence[str],
+                        environ: Mapping[str, str] | None = None) -> tuple[list[str], str]:
     """The files to read and what chose them (``--config-file``, ``$DRIVER_KIT_CONFIG``,
     the default path; ``""`` when none, for the simulator)."""
     environ = os.environ if environ is None else environ
+    default_file = DEFAULT_CONFIG_FILE
     if given:
         return list(given), "--config-file"
     if environ.get(CONFIG_ENV):

@@ -9,15 +9,19 @@ line for one object).
 
 from __future__ import annotations
 
+import argparse
 import json
-from typing import Any, Mapping, Sequence
+import sys
+from typing import Any, Mapping, NoReturn, Sequence
 
 from driver_kit.tables import format_columns
 
-__all__ = ["FORMATS", "error_document", "render_document", "render_record", "render_rows",
+__all__ = ["FORMATS", "EXIT_USAGE", "FormattedParser", "error_document", "render_document", "render_record", "render_rows",
            "requested_format"]
 
 FORMATS = ("table", "json", "value")
+#: argparse's exit code for a usage error, kept under -f json
+EXIT_USAGE = 2
 
 
 def requested_format(argv: Sequence[str]) -> str | None:
@@ -67,3 +71,23 @@ def error_document(error_type: str, message: str, exit_code: int) -> str:
     a person would read, and the exit code the command ends with."""
     return json.dumps({"error": {"type": error_type, "message": message,
                                  "exit_code": exit_code}})
+
+
+class FormattedParser(argparse.ArgumentParser):
+    """argparse whose usage errors are a JSON document on stdout when ``json_errors``
+    (``-f json`` was asked for); its subcommands' parsers inherit the choice."""
+
+    def __init__(self, *args: Any, json_errors: bool = False, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.json_errors = json_errors
+
+    def add_subparsers(self, **kwargs: Any) -> Any:
+        kwargs.setdefault("parser_class", lambda **kw: FormattedParser(
+            json_errors=self.json_errors, **kw))
+        return super().add_subparsers(**kwargs)
+
+    def error(self, message: str) -> NoReturn:
+        if self.json_errors:
+            print(error_document("UsageError", f"{self.prog}: {message}", EXIT_USAGE))
+            sys.exit(EXIT_USAGE)
+        super().error(message)

@@ -333,14 +333,20 @@ class Runner:
         self._results[check.id] = result
         return result
 
-    def run(self) -> RunReport:
-        """Set up, run every selected check, and build the report."""
+    def run(self, on_result: Callable[[CheckResult], None] | None = None) -> RunReport:
+        """Set up, run every selected check, and build the report; ``on_result`` hears of
+        each result as it comes (``driver.setup`` first), e.g. to show progress."""
         started = datetime.now(timezone.utc).isoformat(timespec="seconds")
         start = time.monotonic()
+        heard = on_result or (lambda result: None)
         setup = self.setup()
+        heard(setup)
         if setup.status == "passed":  # the report the profile describes, taken once
             self._prefetch_report()
-        results = [setup] + [self.run_one(c.id) for c in self.checks]
+        results = [setup]
+        for check in self.checks:
+            results.append(self.run_one(check.id))
+            heard(results[-1])
         return RunReport(driver=self.description, started_at=started,
                          duration_s=round(time.monotonic() - start, 3),
                          results=tuple(results), profile=self.profile())
