@@ -1,8 +1,9 @@
 """lvm_driver: the reference driver of driver_kit, on LVM thin pools.
 
 ``ThinLVMDriver`` reports one pool per thin pool (plus, optionally, a thick
-pool of the VG's free extents) from one ``lvs`` per refresh, and enforces the
-over-subscription ratio on every create. ``LVMSimulator`` emulates the LVM
+pool of the VG's free extents) from one read of the VG per refresh (no LVM
+process while the VG's metadata is unchanged, see ``report_cache``), and
+enforces the over-subscription ratio on every create. ``LVMSimulator`` emulates the LVM
 commands it issues and is the embedded default backend.
 """
 

@@ -3,9 +3,10 @@
 Built only on driver_kit's public API. Every read of the VG (a stats refresh,
 the admission read of a create, the read before a delete) costs no process
 while the VG's metadata is unchanged (its PVs' metadata-area headers say so;
-the thin pool's usage comes from device-mapper), else one ``pvs`` and one
-``lvs --readonly`` (bounded by ``stats_timeout`` for stats: a slower one fails
-closed); every create adds one ``lvcreate``; every delete one ``lvremove``
+the thin pool's usage comes from device-mapper), else none either when the VG's
+metadata text is read (``lvm_metadata_parse``), or one ``lvs --readonly`` (plus
+a ``pvs`` when the VG's PVs are unknown, in doubt or changed; bounded by
+``stats_timeout`` for stats: a slower one fails closed); every create adds one ``lvcreate``; every delete one ``lvremove``
 (a name that is not there: one ``lvs`` of that name
 more, LVM's own word that it is gone; a thick volume: one ``dd`` wiping it
 first, as ``volume_clear`` says).
@@ -112,7 +113,7 @@ def _gb_up(nbytes: int) -> int:
 
 
 class ThinLVMDriver(ManageMixin, VolumeDriver):
-    """A thin-pool LVM backend: stats from one ``lvs``, admission on every create."""
+    """A thin-pool LVM backend: stats from one read of the VG, admission on every create."""
 
     VENDOR_NAME = "Open Source"
     DRIVER_VERSION = "1.0.0"
@@ -213,8 +214,8 @@ class ThinLVMDriver(ManageMixin, VolumeDriver):
         return report
 
     def backend_read_pools(self) -> Sequence[PoolFacts]:
-        """Every pool from ONE ``lvs`` of the volume group (each down, saying why, when
-        the report cannot be right)."""
+        """Every pool from ONE read of the volume group (``VolumeGroup.report``; each
+        pool down, saying why, when the report cannot be right)."""
         conf = self.configuration
         try:  # a stats read past stats_timeout fails closed (never past the command's)
             report = self._read(min(conf.stats_timeout, self.executor.timeout_s))
@@ -349,7 +350,7 @@ class ThinLVMDriver(ManageMixin, VolumeDriver):
                 name, size, tags=tags), VOLUME_TAG)
 
     def _delete(self, name: str, kind: str, not_found: NotFound) -> None:
-        """Remove ``name`` only if the driver made it as a ``kind``: one ``lvs``, one ``lvremove``.
+        """Remove ``name`` only if the driver made it as a ``kind``: one read, one ``lvremove``.
 
         ``lvremove --force`` removes whatever it is given (a thin pool with
         all its volumes, an operator's LV, an origin with its COW snapshots),

@@ -1,8 +1,10 @@
 """A brick-style wrapper of one LVM volume group: its commands.
 
-Every full read of the VG's state is one ``lvs`` process whose JSON output
-``lvm_driver.report`` parses into typed, immutable records, reused while the
-VG's metadata is unchanged (``lvm_driver.report_cache``); every change is
+A read of the VG's state (``VolumeGroup.report``) is reused while the VG's
+metadata is unchanged (``lvm_driver.report_cache``), else built from the VG's
+metadata text (``lvm_driver.vg_metadata``, when ``parse_metadata``) or from one
+``lvs`` (through the lvm shell where there is one, ``lvm_driver.read_session``),
+which ``lvm_driver.report`` parses into typed, immutable records; every change is
 one LVM process with an argv list. Names, tags and sizes are validated
 (``lvm_driver.names``) before any process starts. Policy (which pool, how much
 room, what a name means) belongs to the driver on top, not here. The names

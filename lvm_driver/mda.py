@@ -1,5 +1,8 @@
 """The VG's metadata fingerprint, read straight from each PV's LVM2 label and
-metadata-area headers: one small read per PV (O_DIRECT), no LVM process.
+metadata-area headers: one small read per PV (O_DIRECT; one more for a metadata
+area past its first 8 KiB, such as a second copy at the PV's end), no LVM process;
+and the committed metadata text those headers point at (``read_metadata_text``,
+for ``vg_metadata``).
 
 LVM writes every metadata commit to a new place in each metadata area and
 records it in the area's header (``raw_locn[0]``: offset, size and checksum of

@@ -1,4 +1,4 @@
-"""From one ``lvs`` report to the LVM driver's pools: whether the report can be
+"""From one report of the VG to the LVM driver's pools: whether the report can be
 right, and the facts (``PoolFacts``) of the thin pool and of the VG's thick pool.
 
 Pure functions of a ``VGReport`` (no command runs here): ``ThinLVMDriver``

@@ -7,7 +7,8 @@ operation (``lvm_argv.parse``) and sent to the daemon's entrypoint of that name
 builds the argv again from its own configuration. Replies become the same
 ``CommandResult`` (so the same typed ``LVMError``) a process gives; a refusal is
 ``PrivilegeRefused``. ``device_sources()`` reads PV headers and the thin pool's
-status through the daemon too, so the fast reads work unprivileged.
+status through the daemon too (a refresh's reads in one round trip, ``prefetch``),
+so the fast reads work unprivileged.
 
 How the daemon starts: inside a service that set oslo.privsep's root helper
 (Cinder's ``priv_context.init``), with that service's config files; standalone,

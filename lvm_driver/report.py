@@ -1,9 +1,10 @@
-"""The one ``lvs`` report of a volume group: its fields, its parser, its typed records.
+"""The report of a volume group: the ``lvs`` fields, their parser, the typed records.
 
-The read path: every read of the VG's state is one ``lvs`` process whose JSON
-output is parsed once here into immutable records (``VGReport`` >
-``LogicalVolume`` > ``LVAttr``). Output that is not what LVM prints raises
-``LVMOutputError``; nothing here starts a process.
+The read path's records: when the VG is read through LVM, the JSON of one ``lvs``
+(a process, or one answer of the long-lived lvm shell) is parsed once here into
+immutable records (``VGReport`` > ``LogicalVolume`` > ``LVAttr``);
+``vg_metadata`` builds the same records from the VG's metadata text. Output that
+is not what LVM prints raises ``LVMOutputError``; nothing here starts a process.
 """
 
 from __future__ import annotations

@@ -1,17 +1,24 @@
 """The read path's reuse of the last full report while the VG's metadata is unchanged.
 
-Before each full report, the VG's metadata fingerprint (``lvm_driver.mda``: each
-PV's metadata-area headers, one small read per PV) is read; when it equals the
-one read just before the last successful full report, that report's LVs are
-reused, with no LVM process. Reused or fresh, every thin pool's data and
-metadata usage is taken from its device-mapper status (``dm_status``, one
-ioctl, no process), so both paths give the same figures and the bulk ``lvs``
-never asks the kernel about each LV (``--readonly``). Any doubt about the
-fingerprint means a full report; a failed one forgets the reused report.
+Before each report, the VG's metadata fingerprint (``lvm_driver.mda``: each PV's
+label and metadata-area headers, one small read per PV) is read; when it equals
+the one read just before the last report kept, that report's LVs are reused,
+with no LVM process. Otherwise (a miss) the report is built from the metadata
+text the fingerprint points at (``parsed``, with ``parse_metadata``: no process
+either; anything not understood goes on to LVM) or the caller runs ``lvs``.
+Reused or fresh, every thin pool's data and metadata usage is taken from its
+device-mapper status (``dm_status``: two ioctls, no process), so every path gives
+the same figures and the bulk ``lvs`` never asks the kernel about each LV
+(``--readonly``); a process not allowed to ask device-mapper asks LVM about the
+pool alone. Any doubt about the fingerprint means a full report; a failed read,
+or one the driver found wrong (``forget``: then the next comes from ``lvs``, not
+the text), is never reused.
 
 The seam: ``DeviceSources`` (how header blocks and pool status are read). An
-executor's runner that has ``device_sources()`` (the simulator) supplies its
-own; otherwise the kernel's: ``mda.read_block`` and ``dm_status.thin_pool_status``.
+executor's runner that has ``device_sources()`` supplies its own (the simulator;
+the privileged daemon, whose ``prefetch`` reads a refresh's headers and the kept
+report's pool statuses in one round trip); otherwise the kernel's:
+``mda.read_block`` and ``dm_status.thin_pool_status``.
 """
 
 from __future__ import annotations
