@@ -57,7 +57,7 @@ setup(
         "exporter": ["prometheus-client>=0.17,<1"],
     },
     # the root helper's one filter, the privileged daemon's start: copy into cinder's
-    # rootwrap.d (README, devstack plugin)
+    # rootwrap.d (docs/cinder.md, the devstack plugin)
     data_files=[("etc/driver-kit/rootwrap.d", ["etc/driver-kit/rootwrap.d/driver-kit.filters"])],
     entry_points={
         "console_scripts": ["driver-kit = driver_kit.cli:main"],

@@ -9,7 +9,7 @@ arithmetic fails (a ``TypeError``, ``ZeroDivisionError`` ...), they raise
 ``InvalidInput`` saying so. Strictness lives in ``driver_kit.stats.validate_stats``
 (what a report may say) and in ``admit`` (what a driver lets in).
 
-``admit`` is the kit's own admission decision (README, Capacity rules). Its
+``admit`` is the kit's own admission decision (docs/operators.md, Capacity rules). Its
 default, ``standard``, is the test Cinder's CapacityFilter applies, so a driver
 never refuses what the scheduler sent it; ``cinder`` adds the stricter checks
 of the provisioning specs. It compares exact decimals, so a decision never
@@ -406,7 +406,7 @@ def admit(*, total_capacity: float, free_capacity: float, provisioned_capacity: 
           requested: float, max_over_subscription_ratio: float,
           reserved_percentage: int | float, thin: bool, in_flight: float = 0.0,
           calculation: str = DEFAULT_CALCULATION, pool_name: str = "") -> AdmissionDecision:
-    """Decide whether ``requested`` GiB more fit a pool (README, Capacity rules).
+    """Decide whether ``requested`` GiB more fit a pool (docs/operators.md, Capacity rules).
 
     reserved = reserved_gb(total, reserved%) (Cinder's float floor);
     thin, standard: provisioned + in_flight + requested <= (total - reserved) * ratio,

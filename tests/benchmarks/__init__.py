@@ -1,1 +1,1 @@
-"""Benchmarks of issue 7: run with `sudo bash tests/benchmarks/run.sh` (see README.md)."""
+"""Benchmarks of issue 7: run with `sudo bash tests/benchmarks/run.sh` (see docs/benchmarks.md)."""

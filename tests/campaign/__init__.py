@@ -1,4 +1,4 @@
-"""A randomized fault campaign against the LVM driver (see README, "Fault campaign").
+"""A randomized fault campaign against the LVM driver (see docs/testing.md, "Fault campaign").
 
 Many processes and threads drive one volume group through the driver's API
 while an operator works out of band, the simulator injects every fault it

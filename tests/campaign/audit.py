@@ -87,7 +87,7 @@ def is_driver_tagged(tags: list[str] | tuple[str, ...]) -> bool:
 
 def is_volume(rec: dict[str, Any]) -> bool:
     """A thin LV counts as provisioned unless it is a snapshot: the driver's snapshot tag
-    (which outlives the origin), or an origin and no volume tag (README)."""
+    (which outlives the origin), or an origin and no volume tag (docs/operators.md, `list`)."""
     return SNAPSHOT_TAG not in rec["tags"] and (not rec.get("origin")
                                                 or VOLUME_TAG in rec["tags"])
 

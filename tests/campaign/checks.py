@@ -62,7 +62,7 @@ def _floor2_gb(nbytes: int) -> Decimal:
 
 @dataclass(frozen=True)
 class Limits:
-    """The caps in bytes, computed from the pool's and the VG's sizes as the README says."""
+    """The caps in bytes, computed from the pool's and the VG's sizes as docs/operators.md says."""
 
     cap_thin_bytes: Fraction
     thick_reserved_bytes: int

@@ -51,3 +51,33 @@ def test_the_guides_toy_driver_passes_every_must_check(tmp_path, monkeypatch, ca
     families = {c.id.split(".")[0] for c in CATALOGUE}
     assert all(f"`{family}.*`" in guide for family in families - {"truth"})
     assert all(f"`{c.id}`" in guide for c in CATALOGUE if c.id.startswith("truth."))
+
+
+def test_the_guides_three_front_ends_run_outside_the_checkout(tmp_path):
+    """Section 8's commands, as a newcomer types them in the toy driver's directory
+    (with this checkout's venv for ``~/driver-kit/.venv``): each front end goes green."""
+    import os
+    import subprocess
+
+    guide = GUIDE.read_text(encoding="utf-8")
+    first = _section(guide, "6. A first green run")
+    toy = tmp_path / "toy"
+    toy.mkdir()
+    (toy / "toy_driver.py").write_text("\n\n".join(_blocks(first, "python")))
+    [config] = _blocks(first, "ini")
+    (toy / "toy.conf").write_text(config.replace("/tmp/toy", str(tmp_path / "toy-state")))
+    front_ends = _section(guide, "8. The checks and the three front ends")
+    [testcase] = _blocks(front_ends, "python")
+    (toy / "test_toy_compliance.py").write_text(testcase)
+    venv = str(Path(sys.executable).parent.parent)
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "DRIVER_KIT_CONFIG")}
+    repo = str(GUIDE.parents[1])
+    for block in _blocks(front_ends, "sh"):
+        # the kit itself from this checkout (an installed kit needs nothing more)
+        script = block.replace("cd ~/toy", f"cd {toy}").replace("~/driver-kit/.venv", venv) \
+            .replace("export PYTHONPATH=$PWD", f"export PYTHONPATH=$PWD:{repo}")
+        proc = subprocess.run(["bash", "-euc", f"export PYTHONPATH={repo}\n{script}"],
+                              cwd=toy, env=env, capture_output=True, text=True, timeout=900)
+        assert proc.returncode == 0, (block, proc.stdout[-3000:], proc.stderr[-3000:])
+    assert json.loads((toy / "report.json").read_text())["exit_code"] == 0
+    assert (toy / "report.xml").exists()

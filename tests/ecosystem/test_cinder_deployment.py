@@ -37,7 +37,7 @@ pytestmark = pytest.mark.skipif(
 
 THIN, THICK, SHARED_FAST, SHARED_BULK = ("kit-lvm#kitlvmpool", "kit-lvm#kitlvmvg",
                                          "kit-shared#fast", "kit-shared#bulk")
-#: the volume types of the README's "DevStack plugin" section, per backend
+#: the volume types of docs/cinder.md's "DevStack plugin" section, per backend
 DOCUMENTED = {
     "lvm-thin": {"volume_backend_name": "kit-lvm", "provisioning__type": "thin",
                  "thin_provisioning_support": "<is> True"},

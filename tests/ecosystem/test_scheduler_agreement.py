@@ -64,14 +64,14 @@ def test_driver_filter_makes_the_scheduler_agree_with_the_cinder_calculation(
     assert filtered["placements"]["placed"] == filtered["placements"]["admitted"] > 0
 
 
-def test_the_readme_states_the_filter_function_and_these_figures(
+def test_the_cinder_guide_states_the_filter_function_and_these_figures(
         figures: dict[str, Any]) -> None:
-    readme = " ".join((Path(__file__).parents[2] / "README.md").read_text().split())
-    assert capacity.CINDER_CALCULATION_FILTER_FUNCTION in readme
+    guide = " ".join((Path(__file__).parents[2] / "docs" / "cinder.md").read_text().split())
+    assert capacity.CINDER_CALCULATION_FILTER_FUNCTION in guide
     stated = re.search(r"puts (\d+) decisions on (\d+) pool states .*? agree on all (\d+);"
                        r" with `cinder` the scheduler passes (\d+) that the driver refuses,"
-                       r" (\d+) \(all extends\)", readme)
-    assert stated, "the README's agreement figures"
+                       r" (\d+) \(all extends\)", guide)
+    assert stated, "docs/cinder.md's agreement figures"
     results = figures["results"]
     default = results["default (standard) / default"]
     assert [int(n) for n in stated.groups()] == [

@@ -41,7 +41,7 @@ def test_a_thin_request_on_the_thick_only_pool_is_made_thick(tmp_path):
 
 def test_a_thick_request_on_the_thin_only_pool_is_still_refused(tmp_path):
     """A thin volume would be less than asked (no space set aside): the type must say
-    thick_provisioning_support='<is> True' (README, DevStack plugin)."""
+    thick_provisioning_support='<is> True' (docs/cinder.md, DevStack plugin)."""
     _, driver = lvm(tmp_path)
     with pytest.raises(InvalidInput, match="pool pool does not support thick provisioning"):
         driver.create_volume("volume-a", 1, extra_specs={"provisioning:type": "thick"},
