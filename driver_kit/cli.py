@@ -164,7 +164,10 @@ def _cmd_list(driver: VolumeDriver, args: argparse.Namespace) -> int:
     records = [r.to_dict() for r in _records(driver)
                if args.kind is None or r.kind == args.kind]
     fmt = _format(args) or "table"
-    print(render_rows(LIST_HEADERS, [[r[h] for h in LIST_HEADERS] for r in records], fmt))
+    if fmt == "json":  # every field, exact bytes too, as show gives them
+        print(json.dumps(records, indent=2))
+    else:
+        print(render_rows(LIST_HEADERS, [[r[h] for h in LIST_HEADERS] for r in records], fmt))
     return 0
 
 
