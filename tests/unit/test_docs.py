@@ -68,3 +68,14 @@ def test_the_readme_is_a_landing_page_with_its_documentation_list():
     assert headings[-1] == "Documentation"  # the list others add their one-line links to
     listed = set(re.findall(r"\]\(docs/([\w.-]+\.md)", readme.split("\n## Documentation\n")[1]))
     assert listed == {page.name for page in DOCS}, "every page of docs/ is listed"
+
+
+def test_no_ini_sample_in_the_docs_puts_a_comment_after_a_value():
+    """oslo.config (and cinder.conf) read ``mycluster  # ...`` as the value itself."""
+    for page in [REPO / "README.md", *DOCS]:
+        for block in re.findall(r"^```ini\n(.*?)^```", page.read_text(encoding="utf-8"),
+                                re.MULTILINE | re.DOTALL):
+            for line in block.splitlines():
+                if "=" in line and not line.lstrip().startswith(("#", ";")):
+                    value = line.split("=", 1)[1]
+                    assert not re.search(r"\s[;#]", value), f"{page.name}: {line}"
