@@ -6,10 +6,12 @@ when it exists; else none, and the LVM driver runs on its embedded simulator.
 
 A backend section written for Cinder through the adapter (``volume_driver =
 contrib.cinder_adapter.DriverKitVolumeDriver``) is read as the adapter reads it: the
-driver is the one ``driver_kit_driver`` names (the LVM driver by default), and with no
-``lock_path`` of its own the admission locks are Cinder's (``[oslo_concurrency]
-lock_path``), so the command and ``cinder-volume`` take the same lock. Cinder itself is
-not imported. ``[coordination] backend_url`` is read by the kit's config already.
+driver is the one ``driver_kit_driver`` names (the LVM driver by default), an option
+the section leaves unset takes its ``[backend_defaults]`` value (Cinder's fallback),
+and with no ``lock_path`` the admission locks are Cinder's (``[oslo_concurrency]
+lock_path``), so the command and ``cinder-volume`` take the same lock and admit with
+the same figures. Cinder itself is not imported. ``[coordination] backend_url`` is
+read by the kit's config already.
 """
 
 from __future__ import annotations
@@ -19,7 +21,9 @@ from typing import Any, Mapping, Sequence
 
 from oslo_config import cfg
 
+from driver_kit.config import KIT_OPTS
 from driver_kit.exceptions import ConfigError
+from driver_kit.loading import driver_class
 
 __all__ = ["ADAPTER_PATHS", "CONFIG_ENV", "DEFAULT_CONFIG_FILE", "adapter_overrides",
            "choose_config_files"]
@@ -76,11 +80,38 @@ def adapter_overrides(config_files: Sequence[str], backend: str | None) -> dict[
 
         if value("volume_driver") not in ADAPTER_PATHS:
             return {}
-        overrides: dict[str, Any] = {
-            "volume_driver": value("driver_kit_driver") or ADAPTER_DEFAULT_DRIVER}
+        wrapped = value("driver_kit_driver") or ADAPTER_DEFAULT_DRIVER
+        overrides: dict[str, Any] = {"volume_driver": wrapped}
+        overrides.update(_backend_defaults(conf, section, driver_class(
+            wrapped, f"[{section}] driver_kit_driver").OPTIONS))
         cinder_locks = conf.oslo_concurrency.lock_path
         if not value("lock_path") and cinder_locks:
             overrides["lock_path"] = cinder_locks
         return overrides
     except (cfg.Error, ValueError) as exc:
         raise ConfigError(f"cannot read configuration: {exc}") from exc
+
+
+def _backend_defaults(conf: cfg.ConfigOpts, section: str,
+                      driver_opts: Sequence[cfg.Opt]) -> dict[str, Any]:
+    """The kit's and the driver's options that ``[backend_defaults]`` sets and
+    ``section`` does not, with their values (typed as the options say)."""
+    found = {}
+    for opt in [*KIT_OPTS, *driver_opts]:
+        if opt.dest in ("volume_driver", "lock_path"):
+            continue  # the adapter's own reading of both, above
+        for group in (section, "backend_defaults"):
+            try:
+                conf.register_opt(opt, group=group)
+            except cfg.DuplicateOptError:
+                pass
+        if not _set_in(conf, section, opt.dest) and _set_in(conf, "backend_defaults", opt.dest):
+            found[opt.dest] = conf["backend_defaults"][opt.dest]
+    return found
+
+
+def _set_in(conf: cfg.ConfigOpts, group: str, name: str) -> bool:
+    """Whether the files set ``name`` in ``group`` (oslo.config knows no place for an
+    unset option without a default)."""
+    where = conf.get_location(name, group)
+    return where is not None and where.location.is_user_controlled

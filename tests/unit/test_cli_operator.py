@@ -270,25 +270,28 @@ def test_a_missing_file_named_by_the_variable_says_where_the_name_came_from(
 def test_a_cinder_conf_written_for_the_adapter_is_read_as_the_adapter_reads_it(
         capsys, tmp_path):
     """The section Cinder runs (contrib/cinder_adapter.py), with Cinder's own options
-    beside the kit's and Cinder's lock_path: the command takes the same locks."""
+    beside the kit's, Cinder's [backend_defaults] fallback and Cinder's lock_path: the
+    command takes the same locks and admits with the same figures."""
     cinder_locks = tmp_path / "cinder-locks"
     conf = tmp_path / "cinder.conf"
     conf.write_text(
         "[DEFAULT]\nenabled_backends = kit-lvm\nstate_path = " + str(tmp_path) + "\n"
         "transport_url = rabbit://guest:guest@localhost:5672/\n\n"
         "[oslo_concurrency]\nlock_path = $state_path/cinder-locks\n\n"
+        "[backend_defaults]\nreserved_percentage = 5\nmax_over_subscription_ratio = 1.5\n\n"
         "[kit-lvm]\nvolume_driver = contrib.cinder_adapter.DriverKitVolumeDriver\n"
         "driver_kit_driver = lvm_driver.driver.ThinLVMDriver\n"
         "volume_backend_name = kit-lvm\ntarget_helper = lioadm\n"
         f"lvm_backend = simulator\nlvm_simulator_state_file = {tmp_path / 'sim.json'}\n"
         "volume_group = dkvg\nlvm_thin_pool_name = pool\n"
-        "max_over_subscription_ratio = 20.0\nreserved_percentage = 5\n")
+        "max_over_subscription_ratio = 20.0\n")
     code, out, err = run(capsys, "--config-file", str(conf), "create", "volume-1", "1")
     assert (code, out) == (0, "created thin volume volume-1 of 1 GiB in pool pool\n"), err
     assert any(cinder_locks.iterdir())  # the admission lock is Cinder's
     code, stats = as_json(capsys, "--config-file", str(conf), "stats", "-f", "json")
     assert stats["volume_backend_name"] == "kit-lvm"
-    assert stats["pools"][0]["reserved_percentage"] == 5
+    assert stats["pools"][0]["reserved_percentage"] == 5  # from [backend_defaults]
+    assert stats["pools"][0]["max_over_subscription_ratio"] == 20.0  # the section's own
 
 
 def test_the_package_ships_type_hints_and_the_harness_extra(tmp_path):
