@@ -2,7 +2,10 @@
 
 The files, first found wins: every ``--config-file``; else the one file
 ``$DRIVER_KIT_CONFIG`` names (it must exist); else ``/etc/driver-kit/driver-kit.conf``
-when it exists; else none, and the LVM driver runs on its embedded simulator.
+when it exists; else none, and the LVM driver runs on its embedded simulator. A
+configuration names Python classes that are imported, so as root a file found the
+implicit way (the variable, the default path) must be root's and writable by root
+alone: an inherited variable or a loose file never makes root run another user's code.
 
 A backend section written for Cinder through the adapter (``volume_driver =
 contrib.cinder_adapter.DriverKitVolumeDriver``) is read as the adapter reads it: the
@@ -17,6 +20,7 @@ read by the kit's config already.
 from __future__ import annotations
 
 import os
+import stat
 from typing import Any, Mapping, Sequence
 
 from oslo_config import cfg
@@ -48,10 +52,27 @@ def choose_config_files(given: Sequence[str],
     if given:
         return list(given), "--config-file"
     if environ.get(CONFIG_ENV):
-        return [environ[CONFIG_ENV]], f"${CONFIG_ENV}"
+        return [_safe_for_root(environ[CONFIG_ENV], f"${CONFIG_ENV}")], f"${CONFIG_ENV}"
     if os.path.isfile(default_file):
-        return [default_file], default_file
+        return [_safe_for_root(default_file, "the default path")], default_file
     return [], ""
+
+
+def _safe_for_root(path: str, chosen_by: str) -> str:
+    """``path``, unless this process is root and the file is another user's or others
+    may write it (ConfigError saying so). A missing file is load_driver's to report."""
+    if os.geteuid() != 0:
+        return path
+    try:
+        info = os.stat(path)
+    except OSError:
+        return path
+    if info.st_uid != 0 or info.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
+        raise ConfigError(f"config file {path!r} (from {chosen_by}) is not root's alone "
+                          f"(owner uid {info.st_uid}, mode {stat.S_IMODE(info.st_mode):04o}): "
+                          f"as root, a file not given with --config-file must be owned by "
+                          f"root and writable by root only")
+    return path
 
 
 def adapter_overrides(config_files: Sequence[str], backend: str | None) -> dict[str, Any]:

@@ -309,3 +309,25 @@ def test_the_package_ships_type_hints_and_the_harness_extra(tmp_path):
     [harness] = [block for block in extras if block.startswith("[harness]")]
     assert sorted(line.split("<")[0].split(">")[0] for line in harness.split()[1:]) == [
         "pytest", "testtools"]
+
+
+def test_as_root_a_config_found_implicitly_must_be_roots_alone(capsys, tmp_path, monkeypatch):
+    """An inherited $DRIVER_KIT_CONFIG, or a loose /etc file, would make root import the
+    classes another user names: refused in one line, unless given with --config-file."""
+    conf = simulator_conf(tmp_path / "loose.conf", "loose", tmp_path / "loose.json")
+    conf.chmod(0o666)
+    monkeypatch.setattr(os, "geteuid", lambda: 0)
+    monkeypatch.setenv(cli_config.CONFIG_ENV, str(conf))
+    code, out, err = run(capsys, "stats")
+    assert code == 2 and out == ""
+    assert err.splitlines()[-1].startswith(
+        f"config error: config file '{conf}' (from $DRIVER_KIT_CONFIG) is not root's alone")
+    monkeypatch.delenv(cli_config.CONFIG_ENV)
+    monkeypatch.setattr(cli_config, "DEFAULT_CONFIG_FILE", str(conf))
+    code, _, err = run(capsys, "stats")
+    assert code == 2 and "(from the default path) is not root's alone" in err
+    code, out, _ = run(capsys, "--config-file", str(conf), "stats", "-f", "json")
+    assert code == 0 and json.loads(out)["volume_backend_name"] == "loose"  # named: taken
+    conf.chmod(0o644)
+    if os.getuid() == 0:  # the file is root's only when the tests run as root
+        assert run(capsys, "stats")[0] == 0
