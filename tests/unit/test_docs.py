@@ -35,7 +35,8 @@ def test_the_configuration_reference_is_the_generators_output_of_the_options():
 def _anchors(path: Path) -> set[str]:
     """GitHub's anchors for the headings of ``path``."""
     anchors = set()
-    for heading in re.findall(r"^#+ (.+)$", path.read_text(encoding="utf-8"), re.MULTILINE):
+    text = _outside_code(path.read_text(encoding="utf-8"))
+    for heading in re.findall(r"^#+ (.+)$", text, re.MULTILINE):
         slug = re.sub(r"[^\w\- ]", "", heading.strip().lower()).replace(" ", "-")
         anchors.add(slug)
     return anchors
