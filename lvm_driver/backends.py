@@ -28,7 +28,7 @@ BACKEND_OPTS = [
                help="With lvm_privilege = privsep outside a service that sets its own root "
                     "helper (Cinder does): the command prefix that starts privsep-helper "
                     "as root, e.g. 'sudo' (the default). Never used for LVM itself."),
-    cfg.FloatOpt("lvm_command_timeout", default=120.0,
+    cfg.FloatOpt("lvm_command_timeout", default=120.0, min=0.01, max=86400.0,
                  help="Seconds an LVM command may run before it is stopped."),
     cfg.StrOpt("lvm_backend", default="real", choices=["real", "simulator"],
                help="'real' runs LVM; 'simulator' runs the embedded LVM simulator."),
@@ -41,7 +41,7 @@ BACKEND_OPTS = [
                      "simulator (which offers it only with lvm_simulator_state_file)."),
     cfg.IntOpt("lvm_read_session_max_commands", default=10_000, min=1,
                help="Reports one lvm shell answers before it is replaced by a new one."),
-    cfg.IntOpt("lvm_simulator_vg_size_gb", default=100, min=1,
+    cfg.IntOpt("lvm_simulator_vg_size_gb", default=100, min=1, max=1024 ** 3,
                help="Size of the volume group the simulator creates when its state has "
                     "none (stands for the operator's vgcreate)."),
 ]
