@@ -22,9 +22,11 @@ import platformdirs
 
 from driver_kit import scheduler
 from driver_kit.driver import VolumeDriver
+from driver_kit.interrupts import Interrupted, SignalGuard
 from driver_kit.exceptions import (CapacityExceeded, ConfigError, DriverKitError, InvalidSize,
                                    PoolNotFound, SnapshotNotFound, VolumeNotFound)
-from driver_kit.loading import default_overrides, import_object, load_driver
+from driver_kit.config_check import check_configuration, unknown_in_backend
+from driver_kit.loading import DEFAULT_BACKEND, default_overrides, import_object, load_driver
 from driver_kit.tables import pools_table, stats_table
 from driver_kit.units import parse_size_gb
 
@@ -192,6 +194,8 @@ def _parser() -> argparse.ArgumentParser:
                    help="read the backend at most once per SECONDS (default: every scrape)")
     sub.add_parser("check", help="run the compliance harness (see driver-kit check --help)",
                    add_help=False)
+    sub.add_parser("check-config", help="check --config-file before any backend is used: "
+                   "values, drivers, unknown options (exit code 2: problems found)")
     return parser
 
 
@@ -210,12 +214,18 @@ def _default_state_file() -> str:
 def _open_driver(args: argparse.Namespace) -> VolumeDriver:
     overrides = None
     if not args.config_file:
+        if args.backend not in (None, DEFAULT_BACKEND):
+            raise ConfigError(f"unknown backend {args.backend!r}: with no --config-file "
+                              f"the only backend is {DEFAULT_BACKEND!r}")
         state_file = _default_state_file()
         os.makedirs(os.path.dirname(state_file), exist_ok=True)
         print(f"(no --config-file: using the LVM simulator, state in {state_file})",
               file=sys.stderr)
         overrides = default_overrides(state_file)
     driver = load_driver(args.config_file, args.backend, overrides=overrides)
+    for unknown in unknown_in_backend(args.config_file, driver.configuration.backend,
+                                      type(driver).OPTIONS):
+        print(f"warning: {unknown}", file=sys.stderr)
     driver.do_setup()
     driver.check_for_setup_error()
     return driver
@@ -235,6 +245,47 @@ def _command_index(argv: list[str]) -> int | None:
     return None
 
 
+#: the commands that change the backend: a signal waits until the change is done
+CHANGES = frozenset({"create", "extend", "delete", "snapshot", "delete-snapshot"})
+
+
+def _cmd_check_config(args: argparse.Namespace) -> int:
+    if not args.config_file:
+        raise ConfigError("check-config needs --config-file (with none, the embedded "
+                          "simulator's built-in configuration is used, and it is valid)")
+    problems, backends = check_configuration(args.config_file,
+                                             [args.backend] if args.backend else None)
+    for problem in problems:
+        print(f"config error: {problem}", file=sys.stderr)
+    if problems:
+        return EXIT_USAGE
+    print(f"configuration OK: {', '.join(args.config_file)} (backends: "
+          f"{', '.join(backends)})")
+    return 0
+
+
+def _run(args: argparse.Namespace, guard: SignalGuard) -> int:
+    """The command, signals held while it may change the backend."""
+    if args.command == "demo":
+        # named by path, like the default driver, so driver_kit never imports it
+        run_demo = import_object(DEMO, "demo")
+        return run_demo(tempfile.mkdtemp(prefix="driver-kit-demo-"))
+    if args.command == "check-config":
+        return _cmd_check_config(args)
+    with guard.holding():  # the setup may make the VG or pool
+        driver = _open_driver(args)
+    if guard.received is not None:  # it arrived during the setup: stop before the command
+        raise Interrupted(guard.received)
+    if args.command not in CHANGES:
+        return COMMANDS[args.command](driver, args)
+    try:
+        with guard.holding():
+            return COMMANDS[args.command](driver, args)
+    finally:
+        if note := guard.held_note():
+            print(note, file=sys.stderr)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``driver-kit`` console script; returns the exit code."""
     argv = list(sys.argv[1:] if argv is None else argv)
@@ -245,28 +296,36 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     logging.basicConfig(level=logging.DEBUG if args.debug else logging.ERROR,
                         format="%(levelname)s %(name)s: %(message)s")
-    try:
-        if args.command == "demo":
-            # named by path, like the default driver, so driver_kit never imports it
-            run_demo = import_object(DEMO, "demo")
-            return run_demo(tempfile.mkdtemp(prefix="driver-kit-demo-"))
-        return COMMANDS[args.command](_open_driver(args), args)
-    except CapacityExceeded as exc:
-        print(f"refused: {exc.decision.explain()}", file=sys.stderr)
-        return EXIT_REFUSED
-    except DriverKitError as exc:
-        if args.debug:
-            traceback.print_exc()
-        if isinstance(exc, ConfigError):
-            print(f"config error: {exc}", file=sys.stderr)
-            return EXIT_USAGE
-        print(f"error: {exc}", file=sys.stderr)
-        # a volume, snapshot or pool the user named that is not there
-        missing = isinstance(exc, (VolumeNotFound, SnapshotNotFound, PoolNotFound))
-        return EXIT_NOT_FOUND if missing else EXIT_ERROR
-    except BrokenPipeError:  # e.g. piped into head: not an error of ours
-        sys.stderr.close()
-        return 0
+    with SignalGuard() as guard:
+        try:
+            return _run(args, guard)
+        except CapacityExceeded as exc:
+            print(f"refused: {exc.decision.explain()}", file=sys.stderr)
+            return EXIT_REFUSED
+        except DriverKitError as exc:
+            if args.debug:
+                traceback.print_exc()
+            if isinstance(exc, ConfigError):
+                print(f"config error: {exc}", file=sys.stderr)
+                return EXIT_USAGE
+            print(f"error: {exc}", file=sys.stderr)
+            # a volume, snapshot or pool the user named that is not there
+            missing = isinstance(exc, (VolumeNotFound, SnapshotNotFound, PoolNotFound))
+            return EXIT_NOT_FOUND if missing else EXIT_ERROR
+        except BrokenPipeError:  # e.g. piped into head: not an error of ours
+            sys.stderr.close()
+            return 0
+        except KeyboardInterrupt as exc:  # outside a change: nothing was changed
+            code = exc.exit_code if isinstance(exc, Interrupted) else 130
+            print(f"interrupted ({exc.args[0] if exc.args else 'SIGINT'}): stopped before "
+                  f"any change", file=sys.stderr)
+            return code
+        except Exception as exc:  # noqa: BLE001  (no input may end in a traceback)
+            if args.debug:
+                traceback.print_exc()
+            print(f"error: unexpected {type(exc).__name__}: {exc} (a bug: --debug "
+                  f"shows where)", file=sys.stderr)
+            return EXIT_ERROR
 
 
 if __name__ == "__main__":  # pragma: no cover
