@@ -107,6 +107,7 @@ def make_conf(config_files: Sequence[str] = ()) -> cfg.ConfigOpts:
     path that is not a readable file, or does not parse, is a one-line ConfigError."""
     for path in config_files:
         check_config_file(path)
+    options_set(config_files)  # a file that does not parse: its path and line, in words
     conf = cfg.ConfigOpts()
     conf.register_opts(DEFAULT_OPTS)
     try:
