@@ -51,7 +51,9 @@ KIT_OPTS = [
                help="Percentage (0..100) of each pool's total capacity kept out of every "
                     "capacity calculation."),
     cfg.StrOpt("over_provisioning_calculation", default=capacity.DEFAULT_CALCULATION,
-               choices=list(capacity.CALCULATIONS), ignore_case=True,
+               choices=[("standard", "the test of Cinder's CapacityFilter"),
+                        ("cinder", "stricter, as the provisioning specs read")],
+               ignore_case=True,
                help="How creates, extends, snapshots and clones are admitted. "
                     "'standard' (default): exactly the test Cinder's CapacityFilter "
                     "applies, so the driver takes every request the scheduler sends: thin, "

@@ -36,7 +36,7 @@ def check_lock_path(path: str, what: str = "lock_path") -> None:
     while True:
         try:
             info = os.stat(probe)
-        except FileNotFoundError:
+        except (FileNotFoundError, NotADirectoryError):  # judged at the parent
             parent = os.path.dirname(probe)
             if parent == probe:
                 break
