@@ -288,6 +288,7 @@ def _run(args: argparse.Namespace, guard: SignalGuard) -> int:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``driver-kit`` console script; returns the exit code."""
+    ending = argv is None  # the console script: the process ends with this command
     argv = list(sys.argv[1:] if argv is None else argv)
     index = _command_index(argv)
     if index is not None and argv[index] == "check":
@@ -296,7 +297,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     logging.basicConfig(level=logging.DEBUG if args.debug else logging.ERROR,
                         format="%(levelname)s %(name)s: %(message)s")
-    with SignalGuard() as guard:
+    with SignalGuard(ending=ending) as guard:
         try:
             return _run(args, guard)
         except CapacityExceeded as exc:

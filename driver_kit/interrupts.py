@@ -37,9 +37,15 @@ class Interrupted(KeyboardInterrupt):
 
 
 class SignalGuard:
-    """Handlers of SIGINT and SIGTERM for the span of one command (``with guard:``)."""
+    """Handlers of SIGINT and SIGTERM for the span of one command (``with guard:``).
 
-    def __init__(self) -> None:
+    ``ending``: the process exits right after the command, so a late signal is
+    ignored rather than the old handlers restored (a create that printed "created"
+    must not end killed by a Ctrl-C that came after it).
+    """
+
+    def __init__(self, *, ending: bool = False) -> None:
+        self.ending = ending
         self.received: int | None = None
         self._holding = 0
         self._previous: dict[int, Any] = {}
@@ -52,7 +58,7 @@ class SignalGuard:
 
     def __exit__(self, *exc: object) -> None:
         for signum, handler in self._previous.items():
-            signal.signal(signum, handler)
+            signal.signal(signum, signal.SIG_IGN if self.ending else handler)
         self._previous.clear()
 
     def _handle(self, signum: int, frame: FrameType | None) -> None:
