@@ -189,11 +189,15 @@ def _read(conf: cfg.ConfigOpts, group: str, opt: cfg.Opt,
           overrides: dict[str, Any]) -> Any:
     """``opt``'s value in ``group``, checked by oslo.config and for finiteness; else a
     ConfigError saying what was set, where, and what it must be."""
+    why = None
     try:
         value = getattr(conf[group], opt.dest)
         bad = isinstance(value, float) and not math.isfinite(value)
     except (cfg.ConfigFileValueError, ValueError):
         bad = True
+    except cfg.Error as exc:  # a $substitution naming no option, or looping
+        bad, why = True, (f"cannot be read ({exc}): a '$' starts a substitution, '$$' "
+                          f"is a '$'")
     if not bad:
         return value
     if opt.dest in overrides:
@@ -202,8 +206,8 @@ def _read(conf: cfg.ConfigOpts, group: str, opt: cfg.Opt,
         shown, where = _file_value(conf, group, opt.dest)
     if opt.secret:
         shown = "****"
-    raise ConfigError(f"[{group}] {opt.dest} = {shown!r}{where}: must be "
-                      f"{option_rule(opt)}") from None
+    raise ConfigError(f"[{group}] {opt.dest} = {shown!r}{where}: "
+                      f"{why or 'must be ' + option_rule(opt)}") from None
 
 
 def _file_value(conf: cfg.ConfigOpts, group: str, name: str) -> tuple[str | None, str]:
