@@ -45,8 +45,8 @@ KIT_OPTS = [
                     "section name."),
     cfg.StrOpt("max_over_subscription_ratio", default="20.0",
                help="Ratio of provisioned to usable capacity a thin pool may reach: a "
-                    f"number from 1.0 to {MAX_RATIO:g}, or 'auto' to derive it from the pool's usage as Cinder "
-                    "does (1 + provisioned / (used + 1); 20 while the pool is empty)."),
+                    f"number from 1.0 to {MAX_RATIO:,.0f}, or 'auto' to derive it from the "
+                    "pool's usage as Cinder does (1 + provisioned / (used + 1); 20 while the pool is empty)."),
     cfg.IntOpt("reserved_percentage", default=0, min=0, max=100,
                help="Percentage (0..100) of each pool's total capacity kept out of every "
                     "capacity calculation."),
@@ -177,12 +177,17 @@ def option_rule(opt: cfg.Opt) -> str:
                      (bool if isinstance(opt, cfg.BoolOpt) else None), "text")
     low, high = getattr(kind, "min", None), getattr(kind, "max", None)
     if low is not None and high is not None:
-        rule += f" from {low:g} to {high:g}"
+        rule += f" from {_number(low)} to {_number(high)}"
     elif low is not None:
-        rule += f" >= {low:g}"
+        rule += f" >= {_number(low)}"
     elif high is not None:
-        rule += f" <= {high:g}"
+        rule += f" <= {_number(high)}"
     return rule
+
+
+def _number(value: float) -> str:
+    """A bound for a message: digits grouped, never an exponent."""
+    return f"{int(value):,}" if float(value).is_integer() else f"{value:,}"
 
 
 def _read(conf: cfg.ConfigOpts, group: str, opt: cfg.Opt,
@@ -266,7 +271,7 @@ def load_backend_config(conf: cfg.ConfigOpts | None = None, backend: str = "defa
             raise InvalidInput("too large")
     except InvalidInput:
         raise bad("max_over_subscription_ratio",
-                  f"must be 'auto' or a number from 1.0 to {MAX_RATIO:g}") from None
+                  f"must be 'auto' or a number from 1.0 to {MAX_RATIO:,.0f}") from None
     reserved = values["reserved_percentage"]
     calculation = (values["over_provisioning_calculation"] or "").strip().lower()
     for name in ("reserved_percentage", "over_provisioning_calculation",

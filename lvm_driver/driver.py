@@ -25,9 +25,10 @@ name, checked on a fresh report just before the ``lvremove``; anything else
 ``VolumeBusy``. Each create, snapshot and copy also tags its LV with a marker
 unique to the request (``REQUEST_TAG_PREFIX`` + random hex); after a failed
 command a fresh report decides, and only an LV carrying that very marker is
-removed; after one that exits 0, the report (the metadata text, no process)
-must show the marker on the LV, else the create failed. The marker stays on the LV (removing it would cost an ``lvchange``
-per create). A report that cannot be right (no thin pool, inconsistent with
+removed; after one that exits 0, the LV must show the marker (read from the
+metadata text, no process, when it is parsed; else one ``lvs`` of that LV), or
+the create failed. The marker stays on the LV (removing it would cost an
+``lvchange`` per create). A report that cannot be right (no thin pool, inconsistent with
 itself) is a backend fault: pools down, creates and deletes refused, the
 reason logged. Copies are grown to exactly the size the API returns.
 Beside it: ``pool_facts`` (a report to the pools), ``wipe`` (``volume_clear``),
@@ -48,7 +49,8 @@ from oslo_config import cfg
 
 from driver_kit import (AlreadyExists, BackendConfig, BackendError, BackendUnavailable,
                         ConfigError, GiB, InvalidInput, NotFound, NotManaged, PoolFacts,
-                        SetupError, SnapshotNotFound, VolumeBusy, VolumeDriver, VolumeInfo, VolumeNotFound)
+                        SetupError, SnapshotNotFound, VolumeBusy, VolumeDriver, VolumeInfo,
+                        VolumeNotFound)
 from lvm_driver.backends import BACKEND_OPTS, make_executor
 from lvm_driver.executor import LVMExecutor, LVMOutputError, LVMVolumeGroupNotFoundError
 from lvm_driver.lvm import (LogicalVolume, VGReport, VolumeGroup, validate_lv_name,

@@ -3,7 +3,8 @@
 A fault is a plain record kept in the state (or, for the state file's own
 I/O errors, beside it), so every process sharing the file sees it: an exit
 code, a hang, a slow command, output cut in half, a crash after the
-change was applied, or a success that dropped the tags it was asked to add. ``run_with_fault`` applies one to a command's run.
+change was applied, or a success that dropped the tags it was asked to add.
+``run_with_fault`` applies one to a command's run.
 """
 
 from __future__ import annotations

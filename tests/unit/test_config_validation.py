@@ -34,14 +34,14 @@ def run(capsys, *argv):
 
 @pytest.mark.parametrize("line, message", [
     ("lvm_command_timeout = 0", "lvm_command_timeout = '0' ({conf}:7): must be a finite "
-                                "number from 0.01 to 86400"),
+                                "number from 0.01 to 86,400"),
     ("lvm_command_timeout = -5", "lvm_command_timeout = '-5'"),
     ("max_over_subscription_ratio = 1e308", "max_over_subscription_ratio = '1e308' ({conf}:7): "
-                                            "must be 'auto' or a number from 1.0 to 1000"),
+                                            "must be 'auto' or a number from 1.0 to 1,000"),
     ("stats_timeout = nan", "stats_timeout = 'nan' ({conf}:7): must be a finite number"),
     ("volume_clear = shred", "volume_clear = 'shred' ({conf}:7): must be one of 'none', 'zero'"),
     ("volume_clear_size = -1", "volume_clear_size = '-1' ({conf}:7): must be a whole number "
-                               "from 0 to 1024"),
+                               "from 0 to 1,024"),
     ("volume_clear_size = 5000", "volume_clear_size = '5000'"),
     ("capacity_warning_used_percent = 200", "capacity_warning_used_percent = '200' ({conf}:7): "
                                             "must be a finite number from 0 to 100"),
