@@ -46,7 +46,8 @@ KIT_OPTS = [
     cfg.StrOpt("max_over_subscription_ratio", default="20.0",
                help="Ratio of provisioned to usable capacity a thin pool may reach: a "
                     f"number from 1.0 to {MAX_RATIO:,.0f}, or 'auto' to derive it from the "
-                    "pool's usage as Cinder does (1 + provisioned / (used + 1); 20 while the pool is empty)."),
+                    "pool's usage as Cinder does (1 + provisioned / (used + 1); 20 while "
+                    "the pool is empty)."),
     cfg.IntOpt("reserved_percentage", default=0, min=0, max=100,
                help="Percentage (0..100) of each pool's total capacity kept out of every "
                     "capacity calculation."),
