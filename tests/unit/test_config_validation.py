@@ -189,3 +189,25 @@ def test_all_kit_and_driver_options_are_read_at_load(tmp_path):
     with pytest.raises(ConfigError, match="lvm_read_session_max_commands = '0'"):
         load_backend_config(conf, "b", extra_opts=LVM_OPTS)
     assert {opt.dest for opt in KIT_OPTS} <= {opt.dest for opt in dict(list_opts())["backend"]}
+
+
+def test_the_configuration_doc_states_each_range_as_the_options_do():
+    """docs/configuration.md's table says what option_rule() says for every option with
+    a range or choices (and lists each of those)."""
+    from pathlib import Path
+
+    from driver_kit.config import option_rule
+
+    text = (Path(__file__).parents[2] / "docs" / "configuration.md").read_text()
+    table = text.split("| option | must be |")[1].split("\n\n")[0]
+    rows = {}
+    for line in table.splitlines()[2:]:
+        names, rule = line.strip("|").split("|")
+        for name in names.replace("`", "").split(","):
+            rows[name.strip()] = rule.strip()
+    judged = [opt for opt in [*KIT_OPTS, *LVM_OPTS]
+              if getattr(opt.type, "choices", None) or isinstance(
+                  opt, (cfg.IntOpt, cfg.FloatOpt, cfg.BoolOpt))]
+    assert {opt.dest for opt in judged} <= set(rows)
+    for opt in judged:
+        assert rows[opt.dest].startswith(option_rule(opt)), opt.dest
