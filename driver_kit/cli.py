@@ -316,10 +316,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         except BrokenPipeError:  # e.g. piped into head: not an error of ours
             sys.stderr.close()
             return 0
-        except KeyboardInterrupt as exc:  # outside a change: nothing was changed
+        except KeyboardInterrupt as exc:
             code = exc.exit_code if isinstance(exc, Interrupted) else 130
-            print(f"interrupted ({exc.args[0] if exc.args else 'SIGINT'}): stopped before "
-                  f"any change", file=sys.stderr)
+            name = exc.args[0] if exc.args else "SIGINT"
+            if isinstance(exc, Interrupted) and exc.unknown:
+                print(f"interrupted ({name}) inside the {args.command}: whether it was "
+                      f"applied is not known; look with driver-kit stats",
+                      file=sys.stderr)
+            else:
+                print(f"interrupted ({name}): stopped before any change", file=sys.stderr)
             return code
         except Exception as exc:  # noqa: BLE001  (no input may end in a traceback)
             if args.debug:

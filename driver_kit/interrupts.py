@@ -6,7 +6,8 @@ Outside a change, a signal stops the command at once (``Interrupted``, exit code
 extend, delete, snapshot, the setup that may make the pool), stopping half-way
 would leave a volume made but reported as not made, so the signal is held: the
 change finishes (every backend command has its own timeout), its result is
-printed as usual and the exit code is the change's own.
+printed as usual and the exit code is the change's own. A second signal stops
+it at once, saying that whether the change was applied is not known.
 """
 
 from __future__ import annotations
@@ -27,9 +28,11 @@ class Interrupted(KeyboardInterrupt):
     """A signal stopped the command outside a change (a ``KeyboardInterrupt``, so no
     ``except Exception`` in a driver mistakes it for a backend failure)."""
 
-    def __init__(self, signum: int) -> None:
+    def __init__(self, signum: int, *, unknown: bool = False) -> None:
         super().__init__(signal.Signals(signum).name)
         self.signum = signum
+        #: stopped inside a change: whether it was applied is not known
+        self.unknown = unknown
 
     @property
     def exit_code(self) -> int:
@@ -62,12 +65,16 @@ class SignalGuard:
         self._previous.clear()
 
     def _handle(self, signum: int, frame: FrameType | None) -> None:
+        name = signal.Signals(signum).name
         if not self._holding:
             raise Interrupted(signum)
         if self.received is None:
-            print(f"{signal.Signals(signum).name} received: stopping once the step under "
-                  f"way is done", file=sys.stderr, flush=True)
-        self.received = signum
+            self.received = signum
+            print(f"{name} received: stopping once the step under way is done (a second "
+                  f"one stops at once)", file=sys.stderr, flush=True)
+            return
+        # the operator insists (a hung backend): stop, and say the outcome is unknown
+        raise Interrupted(signum, unknown=True)
 
     @contextlib.contextmanager
     def holding(self) -> Iterator[None]:

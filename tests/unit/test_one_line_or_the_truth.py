@@ -117,10 +117,27 @@ def test_a_signal_during_a_create_lets_it_complete_and_says_so(tmp_path, signum)
     name = signal.Signals(signum).name
     assert process.returncode == 0, err
     assert out == "created thin volume volume-a of 1 GiB in pool pool\n"
-    assert err == (f"{name} received: stopping once the step under way is done\n"
+    assert err == (f"{name} received: stopping once the step under way is done (a second "
+                   f"one stops at once)\n"
                    f"({name} arrived while the change ran; it ran to its end, as reported "
                    f"above)\n")
     assert "volume-a" in simulator.state()["vgs"]["vg"]["lvs"]
+
+
+def test_a_second_signal_stops_a_change_at_once_and_says_the_outcome_is_unknown(tmp_path):
+    assert subprocess.run([*CLI, "--config-file", write_conf(tmp_path), "stats"],
+                          capture_output=True).returncode == 0
+    simulator = LVMSimulator(state_file=str(tmp_path / "state.json"))
+    simulator.inject("lvcreate", delay_s=30.0)
+    process = _start(tmp_path, "create", "volume-a", "1")
+    _wait_until_under_way(simulator)
+    process.send_signal(signal.SIGINT)
+    time.sleep(0.3)
+    process.send_signal(signal.SIGINT)
+    out, err = process.communicate(timeout=25)
+    assert process.returncode == 130 and out == "" and "Traceback" not in err
+    assert err.endswith("interrupted (SIGINT) inside the create: whether it was applied is "
+                        "not known; look with driver-kit stats\n")
 
 
 @pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
