@@ -21,11 +21,11 @@ from typing import Callable, Sequence
 import platformdirs
 
 from driver_kit import scheduler
+from driver_kit.config_check import check_configuration, unknown_in_backend
 from driver_kit.driver import VolumeDriver
-from driver_kit.interrupts import Interrupted, SignalGuard
 from driver_kit.exceptions import (CapacityExceeded, ConfigError, DriverKitError, InvalidSize,
                                    PoolNotFound, SnapshotNotFound, VolumeNotFound)
-from driver_kit.config_check import check_configuration, unknown_in_backend
+from driver_kit.interrupts import Interrupted, SignalGuard
 from driver_kit.loading import DEFAULT_BACKEND, default_overrides, import_object, load_driver
 from driver_kit.tables import pools_table, stats_table
 from driver_kit.units import parse_size_gb
@@ -278,12 +278,8 @@ def _run(args: argparse.Namespace, guard: SignalGuard) -> int:
         raise Interrupted(guard.received)
     if args.command not in CHANGES:
         return COMMANDS[args.command](driver, args)
-    try:
-        with guard.holding():
-            return COMMANDS[args.command](driver, args)
-    finally:
-        if note := guard.held_note():
-            print(note, file=sys.stderr)
+    with guard.holding():
+        return COMMANDS[args.command](driver, args)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -298,40 +294,49 @@ def main(argv: Sequence[str] | None = None) -> int:
     logging.basicConfig(level=logging.DEBUG if args.debug else logging.ERROR,
                         format="%(levelname)s %(name)s: %(message)s")
     with SignalGuard(ending=ending) as guard:
-        try:
-            return _run(args, guard)
-        except CapacityExceeded as exc:
-            print(f"refused: {exc.decision.explain()}", file=sys.stderr)
-            return EXIT_REFUSED
-        except DriverKitError as exc:
-            if args.debug:
-                traceback.print_exc()
-            if isinstance(exc, ConfigError):
-                print(f"config error: {exc}", file=sys.stderr)
-                return EXIT_USAGE
-            print(f"error: {exc}", file=sys.stderr)
-            # a volume, snapshot or pool the user named that is not there
-            missing = isinstance(exc, (VolumeNotFound, SnapshotNotFound, PoolNotFound))
-            return EXIT_NOT_FOUND if missing else EXIT_ERROR
-        except BrokenPipeError:  # e.g. piped into head: not an error of ours
-            sys.stderr.close()
-            return 0
-        except KeyboardInterrupt as exc:
-            code = exc.exit_code if isinstance(exc, Interrupted) else 130
-            name = exc.args[0] if exc.args else "SIGINT"
-            if isinstance(exc, Interrupted) and exc.unknown:
-                print(f"interrupted ({name}) inside the {args.command}: whether it was "
-                      f"applied is not known; look with driver-kit stats",
-                      file=sys.stderr)
-            else:
-                print(f"interrupted ({name}): stopped before any change", file=sys.stderr)
-            return code
-        except Exception as exc:  # noqa: BLE001  (no input may end in a traceback)
-            if args.debug:
-                traceback.print_exc()
-            print(f"error: unexpected {type(exc).__name__}: {exc} (a bug: --debug "
-                  f"shows where)", file=sys.stderr)
-            return EXIT_ERROR
+        code = _reported(args, guard)
+        if args.command in CHANGES and not sys.stderr.closed and (note := guard.held_note()):
+            print(note, file=sys.stderr)  # after the result or the error it speaks of
+        return code
+
+
+def _reported(args: argparse.Namespace, guard: SignalGuard) -> int:
+    """The command's exit code, its failure reported in one line (a traceback only with
+    ``--debug``)."""
+    try:
+        return _run(args, guard)
+    except CapacityExceeded as exc:
+        print(f"refused: {exc.decision.explain()}", file=sys.stderr)
+        return EXIT_REFUSED
+    except DriverKitError as exc:
+        if args.debug:
+            traceback.print_exc()
+        if isinstance(exc, ConfigError):
+            print(f"config error: {exc}", file=sys.stderr)
+            return EXIT_USAGE
+        print(f"error: {exc}", file=sys.stderr)
+        # a volume, snapshot or pool the user named that is not there
+        missing = isinstance(exc, (VolumeNotFound, SnapshotNotFound, PoolNotFound))
+        return EXIT_NOT_FOUND if missing else EXIT_ERROR
+    except BrokenPipeError:  # e.g. piped into head: not an error of ours
+        sys.stderr.close()
+        return 0
+    except KeyboardInterrupt as exc:
+        code = exc.exit_code if isinstance(exc, Interrupted) else 130
+        name = exc.args[0] if exc.args else "SIGINT"
+        if isinstance(exc, Interrupted) and exc.unknown:
+            print(f"interrupted ({name}) inside the {args.command}: whether it was "
+                  f"applied is not known; look with driver-kit stats",
+                  file=sys.stderr)
+        else:
+            print(f"interrupted ({name}): stopped before any change", file=sys.stderr)
+        return code
+    except Exception as exc:  # noqa: BLE001  (no input may end in a traceback)
+        if args.debug:
+            traceback.print_exc()
+        print(f"error: unexpected {type(exc).__name__}: {exc} (a bug: --debug "
+              f"shows where)", file=sys.stderr)
+        return EXIT_ERROR
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -74,6 +74,7 @@ class SignalGuard:
                   f"one stops at once)", file=sys.stderr, flush=True)
             return
         # the operator insists (a hung backend): stop, and say the outcome is unknown
+        self.received = None  # no "it ran to its end" note: it did not
         raise Interrupted(signum, unknown=True)
 
     @contextlib.contextmanager

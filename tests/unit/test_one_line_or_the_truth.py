@@ -124,6 +124,22 @@ def test_a_signal_during_a_create_lets_it_complete_and_says_so(tmp_path, signum)
     assert "volume-a" in simulator.state()["vgs"]["vg"]["lvs"]
 
 
+def test_a_signal_during_a_create_that_fails_reports_the_failure_first(tmp_path):
+    conf = write_conf(tmp_path)
+    assert subprocess.run([*CLI, "--config-file", conf, "create", "volume-a", "1"],
+                          capture_output=True).returncode == 0
+    simulator = LVMSimulator(state_file=str(tmp_path / "state.json"))
+    simulator.inject("lvcreate", delay_s=2.0)
+    process = _start(tmp_path, "create", "volume-a", "1")
+    _wait_until_under_way(simulator)
+    process.send_signal(signal.SIGTERM)
+    out, err = process.communicate(timeout=60)
+    assert process.returncode == 1 and out == ""
+    assert err.splitlines()[1:] == [
+        "error: 'volume-a' already exists in volume group 'vg': nothing was created",
+        "(SIGTERM arrived while the change ran; it ran to its end, as reported above)"]
+
+
 def test_a_second_signal_stops_a_change_at_once_and_says_the_outcome_is_unknown(tmp_path):
     assert subprocess.run([*CLI, "--config-file", write_conf(tmp_path), "stats"],
                           capture_output=True).returncode == 0
