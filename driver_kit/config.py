@@ -249,15 +249,15 @@ def load_backend_config(conf: cfg.ConfigOpts | None = None, backend: str = "defa
     extra_opts = list(extra_opts)
     register_backend_opts(conf, backend, extra_opts)
     overrides = dict(overrides or {})
-    known = {opt.dest: opt for opt in extra_opts} | _KIT_OPT
+    opt_of = {opt.dest: opt for opt in extra_opts} | _KIT_OPT
     for name, value in overrides.items():
         try:
             conf.set_override(name, value, group=backend)
         except cfg.NoSuchOptError:
             raise ConfigError(f"[{backend}] {name}: unknown option") from None
-        except ValueError:
-            raise ConfigError(f"[{backend}] {name} = {value!r}: must be "
-                              f"{option_rule(known[name])}") from None
+        except ValueError as exc:
+            why = f"must be {option_rule(opt_of[name])}" if name in opt_of else str(exc)
+            raise ConfigError(f"[{backend}] {name} = {value!r}: {why}") from None
     values = {opt.dest: _read(conf, backend, opt, overrides) for opt in KIT_OPTS}
     for opt in extra_opts:  # the driver's own, so no bad value waits until it bites
         _read(conf, backend, opt, overrides)
