@@ -28,9 +28,9 @@ command a fresh report decides, and only an LV carrying that very marker is
 removed; after one that exits 0, the LV must show the marker (read from the
 metadata text, no process, when it is parsed; else one ``lvs`` of that LV), or
 the create failed. The marker stays on the LV (removing it would cost an
-``lvchange`` per create). A report that cannot be right (no thin pool, inconsistent with
-itself) is a backend fault: pools down, creates and deletes refused, the
-reason logged. Copies are grown to exactly the size the API returns.
+``lvchange`` per create). A report that cannot be right (no thin pool,
+inconsistent with itself) is a backend fault: pools down, creates and deletes
+refused, the reason logged. Copies are grown to exactly the size the API returns.
 Beside it: ``pool_facts`` (a report to the pools), ``wipe`` (``volume_clear``),
 ``manage`` (manage/unmanage, retype, revert) and ``tags``.
 """
