@@ -65,6 +65,10 @@ and revert to snapshot come from ``contrib.cinder_manage`` (see there).
 the section and handed to the wrapped driver (the LVM driver wipes thick
 volumes with them on delete).
 
+At ``do_setup()`` each option the section sets that nothing registered there
+(Cinder, the adapter, the kit, the driver) is logged as a warning with the
+nearest known name: oslo.config would ignore it silently.
+
 The module imports without Cinder (``CINDER_AVAILABLE`` is then False and the
 class cannot be instantiated), so documentation and tests can load it anywhere.
 """
@@ -73,6 +77,8 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import logging
+import os
 import socket
 from typing import Any, Iterator
 
@@ -82,6 +88,8 @@ from driver_kit import (BackendError, CapacityExceeded, ConfigError, DriverKitEr
                         InvalidInput, SnapshotNotFound, VolumeDriver, VolumeNotFound,
                         load_backend_config, make_conf)
 from driver_kit.config import KIT_OPTS
+from driver_kit.config_check import option_names
+from driver_kit.config_files import unknown_options
 from driver_kit.loading import driver_class
 
 from contrib.cinder_manage import ManageAdapterMixin
@@ -94,6 +102,8 @@ try:
     from oslo_utils import importutils
 except ImportError:  # Cinder is an optional extra: pip install 'driver-kit[cinder]'
     cinder_exception = cinder_driver = volume_utils = image_utils = importutils = None
+
+LOG = logging.getLogger(__name__)
 
 __all__ = ["ADAPTER_OPTS", "CINDER_AVAILABLE", "DriverKitVolumeDriver"]
 
@@ -139,6 +149,18 @@ def _cinder_coordination_url(clustered: bool) -> str | None:
     except (cfg.NoSuchOptError, cfg.NoSuchGroupError, AttributeError):
         return None
     return url if url and (clustered or chosen.is_user_controlled) else None
+
+
+def _registered_names(section: Any) -> set[str]:
+    """The option names a file may use in ``section`` (a ``cfg.CONF[group]``): each
+    registered option's, and its deprecated names (oslo.config keeps the options only
+    on the group's private record; without it, the names alone)."""
+    names = set(section)
+    try:
+        opts = [info["opt"] for info in section._group._opts.values()]
+    except (AttributeError, KeyError, TypeError):
+        return names
+    return names | option_names(opts)
 
 
 class DriverKitVolumeDriver(ManageAdapterMixin, _Base):
@@ -274,7 +296,30 @@ class DriverKitVolumeDriver(ManageAdapterMixin, _Base):
         """Build the wrapped driver from this backend's options, then its do_setup()."""
         with self._translated():
             self.kit = self._build()
+            self._warn_unknown_options()
             self.kit.do_setup()
+
+    def _warn_unknown_options(self) -> None:
+        """Log each option this backend's section sets that no one registered there
+        (Cinder, the adapter, the kit, the driver): oslo.config ignores it silently."""
+        group = self.configuration.config_group
+        if not group:
+            return
+        known: set[str] = set()
+        for section in (group, "backend_defaults"):  # Cinder's fallback of every backend
+            if section in cfg.CONF:
+                known |= _registered_names(cfg.CONF[section])
+        files = list(cfg.CONF.config_file or ()) + sorted(
+            os.path.join(directory, name) for directory in cfg.CONF.config_dir or ()
+            if os.path.isdir(directory) for name in os.listdir(directory)
+            if name.endswith(".conf"))
+        try:
+            unknown = unknown_options(files, {group: known})
+        except ConfigError as exc:  # Cinder read the files already; this is advice only
+            LOG.warning("cannot check [%s] for unknown options: %s", group, exc)
+            return
+        for option in unknown:
+            LOG.warning("%s", option)
 
     def check_for_setup_error(self) -> None:
         with self._translated():

@@ -265,9 +265,9 @@ class SharedPoolDriver(VolumeDriver):
     STORAGE_PROTOCOL = "iSCSI"
     SUPPORTS_ACTIVE_ACTIVE = True  # every host sees the one array
     OPTIONS = (cfg.StrOpt("shared_array_dir", help="Directory holding the array's state."),
-               cfg.IntOpt("shared_capacity_gb", default=100, min=1,
+               cfg.IntOpt("shared_capacity_gb", default=100, min=1, max=8 * 1024 ** 3,
                           help="Size of the array's one disk group (GiB)."),
-               cfg.IntOpt("shared_allocation_unit_mb", default=768, min=1,
+               cfg.IntOpt("shared_allocation_unit_mb", default=768, min=1, max=1024 ** 2,
                           help="The array gives volumes whole units of this size (MiB)."),
                cfg.BoolOpt("shared_round_sizes", default=False,
                            help="The array lists each volume at its allocated size."),

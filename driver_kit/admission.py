@@ -26,7 +26,7 @@ from typing import Any, Callable, Iterator
 from oslo_concurrency import lockutils
 
 from driver_kit.coordination import CoordinatedLock
-from driver_kit.exceptions import CoordinationError
+from driver_kit.exceptions import ConfigError, CoordinationError
 from driver_kit.lock_dir import default_lock_path, private_lock_dir
 
 LOG = logging.getLogger(__name__)
@@ -74,7 +74,11 @@ class AdmissionGate:
         if os.path.abspath(self._lock_path) == os.path.abspath(default_lock_path()):
             private_lock_dir(self._lock_path)  # in the shared temporary directory
         else:
-            os.makedirs(self._lock_path, exist_ok=True)
+            try:
+                os.makedirs(self._lock_path, exist_ok=True)
+            except OSError as exc:  # made a file, or unwritable, since the config was read
+                raise ConfigError(f"lock_path {self._lock_path}: cannot be made or used: "
+                                  f"{exc.strerror}") from None
         return lockutils.external_lock(key, lock_file_prefix=self._prefix,
                                        lock_path=self._lock_path)
 

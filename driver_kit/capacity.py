@@ -26,6 +26,7 @@ from fractions import Fraction
 from typing import Any, Final, Literal
 
 from driver_kit.exceptions import InvalidInput, InvalidSize
+from driver_kit.units import human_gb
 
 __all__ = [
     "AUTO", "INITIAL_AUTO_RATIO", "CALCULATIONS", "CINDER_CALCULATION_FILTER_FUNCTION",
@@ -306,18 +307,19 @@ class AdmissionDecision:
     def explain(self) -> str:
         """A few lines an operator can read to see why."""
         verdict = "admitted" if self.admitted else "refused"
+        gb = human_gb
         lines = [
-            f"{self.provisioning_type} request of {self.requested_gb:g} GiB on pool "
+            f"{self.provisioning_type} request of {gb(self.requested_gb)} on pool "
             f"{self.pool_name or '?'} {verdict} ({self.calculation} calculation): "
-            f"total {self.total_capacity_gb:g} GiB, free {self.free_capacity_gb:g} GiB, "
-            f"provisioned {self.provisioned_capacity_gb:g} GiB, in flight "
-            f"{self.in_flight_gb:g} GiB, reserved {self.reserved_percentage:g}% = "
-            f"{self.reserved_capacity_gb:g} GiB, max over-subscription ratio "
+            f"total {gb(self.total_capacity_gb)}, free {gb(self.free_capacity_gb)}, "
+            f"provisioned {gb(self.provisioned_capacity_gb)}, in flight "
+            f"{gb(self.in_flight_gb)}, reserved {self.reserved_percentage:g}% = "
+            f"{gb(self.reserved_capacity_gb)}, max over-subscription ratio "
             f"{self.max_over_subscription_ratio:g}"]
         for check in self.checks:
-            state = "ok" if check.passed else f"FAILED by {check.shortfall_gb:g} GiB"
-            lines.append(f"  {check.name}: {check.formula}: {check.needed_gb:g} <= "
-                         f"{check.allowed_gb:g} {state}")
+            state = "ok" if check.passed else f"FAILED by {gb(check.shortfall_gb)}"
+            lines.append(f"  {check.name}: {check.formula}: {gb(check.needed_gb)} <= "
+                         f"{gb(check.allowed_gb)} {state}")
         return "\n".join(lines)
 
 

@@ -29,11 +29,14 @@ import platformdirs
 import driver_kit
 from driver_kit import scheduler
 from driver_kit.cli_config import adapter_overrides, choose_config_files
+from driver_kit.config_check import check_configuration, unknown_in_backend
+from driver_kit.config_files import check_config_files
 from driver_kit.driver import VolumeDriver, VolumeInfo
 from driver_kit.exceptions import (CapacityExceeded, ConfigError, DriverKitError, InvalidSize,
                                    PoolNotFound, SnapshotNotFound, VolumeNotFound)
+from driver_kit.interrupts import Interrupted, SignalGuard
 from driver_kit.listing import ListsVolumes, VolumeRecord
-from driver_kit.loading import default_overrides, import_object, load_driver
+from driver_kit.loading import DEFAULT_BACKEND, default_overrides, import_object, load_driver
 from driver_kit.output import (FORMATS, FormattedParser, error_document, render_document,
                                render_record, render_rows, requested_format)
 from driver_kit.progress import activity
@@ -328,6 +331,8 @@ def _parser(*, json_errors: bool = False) -> argparse.ArgumentParser:
         from driver_kit.compliance.cli import build_parser as check_parser
     sub.add_parser("check", help="run the compliance harness (see driver-kit check --help)",
                    add_help=False, parents=[check_parser()] if completing else [])
+    command("check-config", "check --config-file before any backend is used: values, "
+            "drivers, unknown options (exit code 2: problems found)")
     return parser
 
 
@@ -345,23 +350,33 @@ def _default_state_file() -> str:
 
 def _open_driver(args: argparse.Namespace) -> VolumeDriver:
     files, chosen_by = choose_config_files(args.config_file)
-    if files:
-        overrides = adapter_overrides(files, args.backend) or None
-    else:
-        state_file = _default_state_file()
-        os.makedirs(os.path.dirname(state_file), exist_ok=True)
-        print(f"(no --config-file: using the LVM simulator, state in {state_file})",
-              file=sys.stderr)
-        overrides = default_overrides(state_file)
     try:
-        driver = load_driver(files, args.backend, overrides=overrides)
+        driver = _load(files, args.backend)
     except ConfigError as exc:
-        if chosen_by == "--config-file":
+        if chosen_by in ("--config-file", ""):
             raise
         raise ConfigError(f"{exc} (configuration from {chosen_by})") from exc
+    for unknown in unknown_in_backend(files, driver.configuration.backend,
+                                      type(driver).OPTIONS):
+        print(f"warning: {unknown}", file=sys.stderr)
     driver.do_setup()
     driver.check_for_setup_error()
     return driver
+
+
+def _load(files: list[str], backend: str | None) -> VolumeDriver:
+    """The driver of ``backend`` in ``files``; with no file, the embedded simulator's."""
+    if files:
+        check_config_files(files)  # what is wrong with a file, before anything reads it
+        return load_driver(files, backend, overrides=adapter_overrides(files, backend) or None)
+    if backend not in (None, DEFAULT_BACKEND):
+        raise ConfigError(f"unknown backend {backend!r}: with no --config-file "
+                          f"the only backend is {DEFAULT_BACKEND!r}")
+    state_file = _default_state_file()
+    os.makedirs(os.path.dirname(state_file), exist_ok=True)
+    print(f"(no --config-file: using the LVM simulator, state in {state_file})",
+          file=sys.stderr)
+    return load_driver(files, backend, overrides=default_overrides(state_file))
 
 
 def _command_index(argv: list[str]) -> int | None:
@@ -388,8 +403,46 @@ def _failed(fmt: str | None, exc: BaseException, message: str, code: int,
     return code
 
 
+#: the commands that change the backend: a signal waits until the change is done
+CHANGES = frozenset({"create", "extend", "delete", "snapshot", "delete-snapshot"})
+
+
+def _cmd_check_config(args: argparse.Namespace) -> int:
+    if not args.config_file:
+        raise ConfigError("check-config needs --config-file (with none, the embedded "
+                          "simulator's built-in configuration is used, and it is valid)")
+    problems, backends = check_configuration(args.config_file,
+                                             [args.backend] if args.backend else None)
+    for problem in problems:
+        print(f"config error: {problem}", file=sys.stderr)
+    if problems:
+        return EXIT_USAGE
+    print(f"configuration OK: {', '.join(args.config_file)} (backends: "
+          f"{', '.join(backends)})")
+    return 0
+
+
+def _run(args: argparse.Namespace, guard: SignalGuard) -> int:
+    """The command, signals held while it may change the backend."""
+    if args.command == "demo":
+        # named by path, like the default driver, so driver_kit never imports it
+        run_demo = import_object(DEMO, "demo")
+        return run_demo(tempfile.mkdtemp(prefix="driver-kit-demo-"))
+    if args.command == "check-config":
+        return _cmd_check_config(args)
+    with guard.holding():  # the setup may make the VG or pool
+        driver = _open_driver(args)
+    if guard.received is not None:  # it arrived during the setup: stop before the command
+        raise Interrupted(guard.received)
+    if args.command not in CHANGES:
+        return COMMANDS[args.command](driver, args)
+    with guard.holding():
+        return COMMANDS[args.command](driver, args)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``driver-kit`` console script; returns the exit code."""
+    ending = argv is None  # the console script: the process ends with this command
     argv = list(sys.argv[1:] if argv is None else argv)
     parser = _parser(json_errors=requested_format(argv) == "json")
     # a no-op unless a shell is completing; -f after a command is left out of its usage line,
@@ -403,12 +456,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     fmt = _format(args)
     logging.basicConfig(level=logging.DEBUG if args.debug else logging.ERROR,
                         format="%(levelname)s %(name)s: %(message)s")
+    with SignalGuard(ending=ending) as guard:
+        code = _reported(args, guard, fmt)
+        if args.command in CHANGES and not sys.stderr.closed and (note := guard.held_note()):
+            print(note, file=sys.stderr)  # after the result or the error it speaks of
+        return code
+
+
+def _reported(args: argparse.Namespace, guard: SignalGuard, fmt: str | None) -> int:
+    """The command's exit code, its failure reported in one line (a traceback only with
+    ``--debug``)."""
     try:
-        if args.command == "demo":
-            # named by path, like the default driver, so driver_kit never imports it
-            run_demo = import_object(DEMO, "demo")
-            return run_demo(tempfile.mkdtemp(prefix="driver-kit-demo-"))
-        return COMMANDS[args.command](_open_driver(args), args)
+        return _run(args, guard)
     except CapacityExceeded as exc:
         return _failed(fmt, exc, exc.decision.explain(), EXIT_REFUSED, "refused: ")
     except DriverKitError as exc:
@@ -423,6 +482,22 @@ def main(argv: Sequence[str] | None = None) -> int:
     except BrokenPipeError:  # e.g. piped into head: not an error of ours
         sys.stderr.close()
         return 0
+    except KeyboardInterrupt as exc:
+        code = exc.exit_code if isinstance(exc, Interrupted) else 130
+        name = exc.args[0] if exc.args else "SIGINT"
+        if isinstance(exc, Interrupted) and exc.unknown:
+            print(f"interrupted ({name}) inside the {args.command}: whether it was "
+                  f"applied is not known; look with driver-kit stats",
+                  file=sys.stderr)
+        else:
+            print(f"interrupted ({name}): stopped before any change", file=sys.stderr)
+        return code
+    except Exception as exc:  # noqa: BLE001  (no input may end in a traceback)
+        if args.debug:
+            traceback.print_exc()
+        print(f"error: unexpected {type(exc).__name__}: {exc} (a bug: --debug "
+              f"shows where)", file=sys.stderr)
+        return EXIT_ERROR
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -1,13 +1,17 @@
 """Configuration in Cinder's style: ``[DEFAULT] enabled_backends`` names one
 section per backend, and every backend section carries the kit's options.
 
-Values are checked when a backend's configuration is loaded, and a bad one
-raises ``ConfigError`` naming the section, the option and the value (Cinder
-silently accepts a ratio of 0.5; the kit refuses it).
+Values are checked when a backend's configuration is loaded, before any
+backend call: every option of the kit and of the driver is read once (type,
+range and choices as oslo.config declares them, which the generated sample
+shows; floats must be finite), and a bad one raises ``ConfigError`` naming the
+section, the option, the value and what it must be (Cinder silently accepts a
+ratio of 0.5; the kit refuses it).
 """
 
 from __future__ import annotations
 
+import math
 import os
 from dataclasses import dataclass
 from typing import Any, Iterable, Sequence
@@ -15,12 +19,17 @@ from typing import Any, Iterable, Sequence
 from oslo_config import cfg
 
 from driver_kit import capacity
+from driver_kit.config_files import check_config_files, options_set
 from driver_kit.coordination_url import parse_coordination_url
 from driver_kit.exceptions import ConfigError, InvalidInput
-from driver_kit.lock_dir import default_lock_path
+from driver_kit.lock_dir import check_lock_path, default_lock_path
 
-__all__ = ["BackendConfig", "KIT_OPTS", "DEFAULT_OPTS", "list_opts", "load_backend_config",
-           "make_conf", "register_backend_opts"]
+__all__ = ["BackendConfig", "KIT_OPTS", "DEFAULT_OPTS", "MAX_RATIO", "list_opts",
+           "load_backend_config", "make_conf", "register_backend_opts", "option_rule"]
+
+#: the largest max_over_subscription_ratio accepted: far past any real pool's, and
+#: every capacity figure stays exact at it
+MAX_RATIO = 1000.0
 
 DEFAULT_OPTS = [
     cfg.ListOpt("enabled_backends", default=[],
@@ -36,12 +45,16 @@ KIT_OPTS = [
                     "section name."),
     cfg.StrOpt("max_over_subscription_ratio", default="20.0",
                help="Ratio of provisioned to usable capacity a thin pool may reach: a "
-                    "number >= 1.0, or 'auto' to derive it from the pool's usage as Cinder "
-                    "does (1 + provisioned / (used + 1); 20 while the pool is empty)."),
-    cfg.IntOpt("reserved_percentage", default=0,
+                    f"number from 1.0 to {MAX_RATIO:,.0f}, or 'auto' to derive it from the "
+                    "pool's usage as Cinder does (1 + provisioned / (used + 1); 20 while "
+                    "the pool is empty)."),
+    cfg.IntOpt("reserved_percentage", default=0, min=0, max=100,
                help="Percentage (0..100) of each pool's total capacity kept out of every "
                     "capacity calculation."),
     cfg.StrOpt("over_provisioning_calculation", default=capacity.DEFAULT_CALCULATION,
+               choices=[("standard", "the test of Cinder's CapacityFilter"),
+                        ("cinder", "stricter, as the provisioning specs read")],
+               ignore_case=True,
                help="How creates, extends, snapshots and clones are admitted. "
                     "'standard' (default): exactly the test Cinder's CapacityFilter "
                     "applies, so the driver takes every request the scheduler sends: thin, "
@@ -59,7 +72,8 @@ KIT_OPTS = [
                help="Directory for the per-pool inter-process admission locks; defaults "
                     "to a driver_kit-locks directory in the system temporary directory, "
                     "made private (0700) when missing and refused when another user owns "
-                    "it, others may write to it, or it is or holds a symlink. Every "
+                    "it, others may write to it, or it is or holds a symlink. Any "
+                    "lock_path must be a directory, or one that can be made. Every "
                     "process sharing a pool must use the same path."),
     cfg.StrOpt("coordination_backend_url", secret=True,
                help="URL of a coordination service shared by every host serving this "
@@ -70,15 +84,17 @@ KIT_OPTS = [
                     "per backend. When unset, [coordination] backend_url is used as "
                     "Cinder does, and without either admissions are serialised per host "
                     "only. A secret: its credentials never show in messages or logs."),
-    cfg.FloatOpt("capacity_warning_used_percent", default=90.0,
+    cfg.FloatOpt("capacity_warning_used_percent", default=90.0, min=0.0, max=100.0,
                  help="Send a capacity notification when a pool's used capacity exceeds "
                       "this percentage of its total (0..100)."),
-    cfg.FloatOpt("capacity_warning_provisioned_percent", default=100.0,
+    cfg.FloatOpt("capacity_warning_provisioned_percent", default=100.0, min=0.0, max=1000.0,
                  help="Send a capacity notification when provisioned capacity exceeds this "
                       "percentage of the over-subscription cap, (total - reserved) * ratio."),
-    cfg.FloatOpt("stats_timeout", default=120.0,
+    cfg.FloatOpt("stats_timeout", default=120.0, min=0.01, max=86400.0,
                  help="Seconds a backend read may take before the stats fail closed."),
 ]
+
+_KIT_OPT = {opt.dest: opt for opt in KIT_OPTS}
 
 
 def list_opts() -> list[tuple[str, list[cfg.Opt]]]:
@@ -90,17 +106,16 @@ def list_opts() -> list[tuple[str, list[cfg.Opt]]]:
 
 
 def make_conf(config_files: Sequence[str] = ()) -> cfg.ConfigOpts:
-    """A fresh ConfigOpts loaded from ``config_files`` (no command line parsing)."""
-    for path in config_files:
-        if not os.path.isfile(path):
-            raise ConfigError(f"config file {path!r} does not exist")
+    """A fresh ConfigOpts loaded from ``config_files`` (no command line parsing); a
+    path that is not a readable file, or does not parse, is a one-line ConfigError."""
+    check_config_files(config_files)
     conf = cfg.ConfigOpts()
     conf.register_opts(DEFAULT_OPTS)
     try:
         conf([], project="driver_kit", default_config_files=list(config_files),
              default_config_dirs=[])
-    except cfg.Error as exc:
-        raise ConfigError(f"cannot read configuration: {exc}") from exc
+    except (cfg.Error, ValueError) as exc:  # ValueError: a file that is not UTF-8
+        raise ConfigError(f"cannot read configuration: {exc}") from None
     return conf
 
 
@@ -150,11 +165,63 @@ class BackendConfig:
         return default if value is None else value
 
 
-def _read(conf: cfg.ConfigOpts, group: str, name: str) -> Any:
+def option_rule(opt: cfg.Opt) -> str:
+    """What a value of ``opt`` must be, in words (for messages)."""
+    kind = opt.type
+    choices = getattr(kind, "choices", None)
+    if choices:
+        return "one of " + ", ".join(repr(choice) for choice in choices)
+    words = {int: "a whole number", float: "a finite number", bool: "true or false"}
+    rule = words.get(getattr(kind, "num_type", None) or
+                     (bool if isinstance(opt, cfg.BoolOpt) else None), "text")
+    low, high = getattr(kind, "min", None), getattr(kind, "max", None)
+    if low is not None and high is not None:
+        rule += f" from {_number(low)} to {_number(high)}"
+    elif low is not None:
+        rule += f" >= {_number(low)}"
+    elif high is not None:
+        rule += f" <= {_number(high)}"
+    return rule
+
+
+def _number(value: float) -> str:
+    """A bound for a message: digits grouped, never an exponent."""
+    return f"{int(value):,}" if float(value).is_integer() else f"{value:,}"
+
+
+def _read(conf: cfg.ConfigOpts, group: str, opt: cfg.Opt,
+          overrides: dict[str, Any]) -> Any:
+    """``opt``'s value in ``group``, checked by oslo.config and for finiteness; else a
+    ConfigError saying what was set, where, and what it must be."""
+    why = None
     try:
-        return getattr(conf[group], name)
-    except (cfg.ConfigFileValueError, ValueError) as exc:
-        raise ConfigError(f"[{group}] {name}: {exc}") from exc
+        value = getattr(conf[group], opt.dest)
+        bad = isinstance(value, float) and not math.isfinite(value)
+    except (cfg.ConfigFileValueError, ValueError):
+        bad = True
+    except cfg.Error as exc:  # a $substitution naming no option, or looping
+        bad, why = True, (f"cannot be read ({exc}): a '$' starts a substitution, '$$' "
+                          f"is a '$'")
+    if not bad:
+        return value
+    if opt.dest in overrides:
+        shown, where = overrides[opt.dest], ""
+    else:
+        shown, where = _file_value(conf, group, opt.dest)
+    if opt.secret:
+        shown = "****"
+    raise ConfigError(f"[{group}] {opt.dest} = {shown!r}{where}: "
+                      f"{why or 'must be ' + option_rule(opt)}") from None
+
+
+def _file_value(conf: cfg.ConfigOpts, group: str, name: str) -> tuple[str | None, str]:
+    """The text the files give ``name`` in ``group`` (the last one wins, as in
+    oslo.config), and where, for a message."""
+    found = [option for option in options_set(conf.config_file or ())
+             if option.section == group and option.name.replace("-", "_") == name]
+    if not found:
+        return None, ""
+    return found[-1].value, f" ({found[-1].path}:{found[-1].line})"
 
 
 def load_backend_config(conf: cfg.ConfigOpts | None = None, backend: str = "default",
@@ -174,32 +241,46 @@ def load_backend_config(conf: cfg.ConfigOpts | None = None, backend: str = "defa
     if (enabled or conf.config_file) and backend not in known:
         raise ConfigError(f"unknown backend {backend!r}: enabled_backends is "
                           f"{', '.join(enabled) or 'empty'}")
+    if conf.config_file and backend not in conf.list_all_sections():
+        raise ConfigError(f"backend {backend!r} is in enabled_backends but has no "
+                          f"[{backend}] section in {', '.join(conf.config_file)}")
+    extra_opts = list(extra_opts)
     register_backend_opts(conf, backend, extra_opts)
-    for name, value in (overrides or {}).items():
+    overrides = dict(overrides or {})
+    opt_of = {opt.dest: opt for opt in extra_opts} | _KIT_OPT
+    for name, value in overrides.items():
         try:
             conf.set_override(name, value, group=backend)
-        except (cfg.NoSuchOptError, ValueError) as exc:
-            raise ConfigError(f"[{backend}] {name} = {value!r}: {exc}") from exc
-    values = {opt.dest: _read(conf, backend, opt.dest) for opt in KIT_OPTS}
+        except cfg.NoSuchOptError:
+            raise ConfigError(f"[{backend}] {name}: unknown option") from None
+        except ValueError as exc:
+            why = f"must be {option_rule(opt_of[name])}" if name in opt_of else str(exc)
+            raise ConfigError(f"[{backend}] {name} = {value!r}: {why}") from None
+    values = {opt.dest: _read(conf, backend, opt, overrides) for opt in KIT_OPTS}
+    for opt in extra_opts:  # the driver's own, so no bad value waits until it bites
+        _read(conf, backend, opt, overrides)
 
     def bad(name: str, why: str) -> ConfigError:
-        return ConfigError(f"[{backend}] {name} = {values[name]!r}: {why}")
+        where = "" if name in overrides else _file_value(conf, backend, name)[1]
+        return ConfigError(f"[{backend}] {name} = {values[name]!r}{where}: {why}")
 
     try:
         ratio = capacity.validate_ratio(values["max_over_subscription_ratio"], allow_auto=True)
+        if isinstance(ratio, float) and ratio > MAX_RATIO:
+            raise InvalidInput("too large")
     except InvalidInput:
-        raise bad("max_over_subscription_ratio", "must be 'auto' or a number >= 1.0") from None
+        raise bad("max_over_subscription_ratio",
+                  f"must be 'auto' or a number from 1.0 to {MAX_RATIO:,.0f}") from None
     reserved = values["reserved_percentage"]
-    if reserved is None or not 0 <= reserved <= 100:
-        raise bad("reserved_percentage", "must be an integer within 0..100")
     calculation = (values["over_provisioning_calculation"] or "").strip().lower()
-    if calculation not in capacity.CALCULATIONS:
-        raise bad("over_provisioning_calculation", "must be 'standard' or 'cinder'")
-    for name in ("capacity_warning_used_percent", "capacity_warning_provisioned_percent"):
-        if values[name] is None or not 0 <= values[name] <= 1000:
-            raise bad(name, "must be a percentage >= 0")
-    if values["stats_timeout"] is None or values["stats_timeout"] <= 0:
-        raise bad("stats_timeout", "must be a positive number of seconds")
+    for name in ("reserved_percentage", "over_provisioning_calculation",
+                 "capacity_warning_used_percent", "capacity_warning_provisioned_percent",
+                 "stats_timeout"):
+        if values[name] is None:  # an override of None: the range says what to set
+            raise bad(name, f"must be {option_rule(_KIT_OPT[name])}")
+    lock_path = values["lock_path"] or default_lock_path()
+    if values["lock_path"]:  # the default's own checks run when it is first used
+        check_lock_path(lock_path, f"[{backend}] lock_path")
     url = values["coordination_backend_url"] or _coordination_section_url(conf)
     if url:
         try:
@@ -211,7 +292,7 @@ def load_backend_config(conf: cfg.ConfigOpts | None = None, backend: str = "defa
         volume_backend_name=values["volume_backend_name"] or backend,
         max_over_subscription_ratio=ratio, reserved_percentage=int(reserved),
         over_provisioning_calculation=calculation,
-        lock_path=values["lock_path"] or default_lock_path(),
+        lock_path=lock_path,
         capacity_warning_used_percent=float(values["capacity_warning_used_percent"]),
         capacity_warning_provisioned_percent=float(
             values["capacity_warning_provisioned_percent"]),
@@ -226,4 +307,4 @@ def _coordination_section_url(conf: cfg.ConfigOpts) -> str | None:
         conf.register_opt(cfg.StrOpt("backend_url", secret=True), group="coordination")
     except cfg.DuplicateOptError:
         pass
-    return _read(conf, "coordination", "backend_url") or None
+    return conf.coordination.backend_url or None

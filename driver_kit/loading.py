@@ -71,6 +71,10 @@ def load_driver(config_files: Sequence[str] = (), backend: str | None = None, *,
     conf = make_conf(config_files)
     if backend is None:
         enabled = list(conf.enabled_backends or [])
+        if config_files and not enabled:
+            raise ConfigError(f"no backend to use: {', '.join(config_files)} enable none "
+                              f"(set [DEFAULT] enabled_backends, or choose a section with "
+                              f"--backend)")
         if len(enabled) > 1:
             raise ConfigError(f"several backends are enabled ({', '.join(enabled)}): "
                               f"choose one with --backend")

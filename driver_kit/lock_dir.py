@@ -17,13 +17,41 @@ import tempfile
 
 from driver_kit.exceptions import ConfigError
 
-__all__ = ["default_lock_path", "private_lock_dir"]
+__all__ = ["check_lock_path", "default_lock_path", "private_lock_dir"]
 
 
 def default_lock_path() -> str:
     """Where the lock files go when ``lock_path`` is unset: ``driver_kit-locks`` in the
     system temporary directory."""
     return os.path.join(tempfile.gettempdir(), "driver_kit-locks")
+
+
+def check_lock_path(path: str, what: str = "lock_path") -> None:
+    """ConfigError, one line naming ``path``, unless it is a directory or one that can
+    be made (its nearest existing parent is a directory this process may write in).
+    Nothing is created: that happens at the first lock."""
+    if "\0" in path:
+        raise ConfigError(f"{what} {path!r}: a path cannot hold a NUL character")
+    probe = os.path.abspath(path)
+    while True:
+        try:
+            info = os.stat(probe)
+        except (FileNotFoundError, NotADirectoryError):  # judged at the parent
+            parent = os.path.dirname(probe)
+            if parent == probe:
+                break
+            probe = parent
+            continue
+        except OSError as exc:
+            raise ConfigError(f"{what} {path}: {probe}: {exc.strerror}") from None
+        if not stat.S_ISDIR(info.st_mode):
+            whose = "" if probe == os.path.abspath(path) else f" ({probe})"
+            raise ConfigError(f"{what} {path}: is not a directory{whose}: set lock_path "
+                              f"to a directory")
+        if probe != os.path.abspath(path) and not os.access(probe, os.W_OK | os.X_OK):
+            raise ConfigError(f"{what} {path}: cannot be made: {probe} is not writable "
+                              f"by this user")
+        return
 
 
 def private_lock_dir(path: str) -> None:

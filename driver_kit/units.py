@@ -9,14 +9,15 @@ Volume sizes given to the kit are whole GiB, read by one parser,
 from __future__ import annotations
 
 import math
-from decimal import ROUND_CEILING, ROUND_FLOOR, Decimal
+from decimal import ROUND_CEILING, ROUND_FLOOR, Context, Decimal
 from typing import Any, Final
 
 from driver_kit.exceptions import InvalidSize
 
 __all__ = ["GiB", "MiB", "MAX_CAPACITY_BYTES", "MAX_VOLUME_BYTES", "MAX_VOLUME_GB",
            "bytes_to_gb_down",
-           "bytes_to_gb_up", "gb_to_bytes", "parse_size_gb", "round_down_2", "round_up_2"]
+           "bytes_to_gb_up", "gb_to_bytes", "human_gb", "parse_size_gb", "round_down_2",
+           "round_up_2"]
 
 MiB: Final = 1024 ** 2
 GiB: Final = 1024 ** 3
@@ -63,14 +64,28 @@ def _check_float(value: float) -> Decimal:
     return Decimal(repr(float(value)))
 
 
+#: enough digits for any finite float to 2 decimals (the default 28 are not)
+_WIDE = Context(prec=400)
+
+
 def round_down_2(value: float) -> float:
     """A GiB figure rounded down to 2 decimals."""
-    return float(_check_float(value).quantize(_CENT, rounding=ROUND_FLOOR))
+    return float(_check_float(value).quantize(_CENT, rounding=ROUND_FLOOR, context=_WIDE))
 
 
 def round_up_2(value: float) -> float:
     """A GiB figure rounded up to 2 decimals."""
-    return float(_check_float(value).quantize(_CENT, rounding=ROUND_CEILING))
+    return float(_check_float(value).quantize(_CENT, rounding=ROUND_CEILING, context=_WIDE))
+
+
+def human_gb(value: float) -> str:
+    """A GiB figure for a message: digits grouped, at most 2 decimals, with TiB, PiB or
+    EiB beside it when that large (``8,589,934,592 GiB (8 EiB)``), never ``8.6e+09``."""
+    text = f"{value:,.2f}".rstrip("0").rstrip(".") + " GiB"
+    for unit, scale in (("EiB", 1024 ** 3), ("PiB", 1024 ** 2), ("TiB", 1024)):
+        if abs(value) >= scale:
+            return f"{text} ({value / scale:,.2f}".rstrip("0").rstrip(".") + f" {unit})"
+    return text
 
 
 def gb_to_bytes(size_gb: int) -> int:

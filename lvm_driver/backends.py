@@ -17,7 +17,10 @@ from driver_kit import BackendConfig, GiB
 from lvm_driver.executor import LVMExecutor
 
 BACKEND_OPTS = [
-    cfg.StrOpt("lvm_privilege", default="auto", choices=["auto", "direct", "privsep"],
+    cfg.StrOpt("lvm_privilege", default="auto",
+               choices=[("auto", "direct as root or on the simulator, else privsep"),
+                        ("direct", "run LVM and read the devices itself, as root"),
+                        ("privsep", "through the driver's privileged daemon")],
                help="How the driver reaches LVM and the devices: 'direct' runs LVM and "
                     "reads the devices itself (it must be root); 'privsep' sends every "
                     "command and read to the driver's privileged daemon "
@@ -28,9 +31,10 @@ BACKEND_OPTS = [
                help="With lvm_privilege = privsep outside a service that sets its own root "
                     "helper (Cinder does): the command prefix that starts privsep-helper "
                     "as root, e.g. 'sudo' (the default). Never used for LVM itself."),
-    cfg.FloatOpt("lvm_command_timeout", default=120.0,
+    cfg.FloatOpt("lvm_command_timeout", default=120.0, min=0.01, max=86400.0,
                  help="Seconds an LVM command may run before it is stopped."),
-    cfg.StrOpt("lvm_backend", default="real", choices=["real", "simulator"],
+    cfg.StrOpt("lvm_backend", default="real",
+               choices=[("real", "the host's LVM"), ("simulator", "the embedded simulator")],
                help="'real' runs LVM; 'simulator' runs the embedded LVM simulator."),
     cfg.StrOpt("lvm_simulator_state_file",
                help="JSON state file of the simulator (shared by every process using it)."),
@@ -39,9 +43,9 @@ BACKEND_OPTS = [
                      "lvm shell per backend instead of one process each; writes always "
                      "start their own process. Unset: on for real LVM, off for the "
                      "simulator (which offers it only with lvm_simulator_state_file)."),
-    cfg.IntOpt("lvm_read_session_max_commands", default=10_000, min=1,
+    cfg.IntOpt("lvm_read_session_max_commands", default=10_000, min=1, max=10_000_000,
                help="Reports one lvm shell answers before it is replaced by a new one."),
-    cfg.IntOpt("lvm_simulator_vg_size_gb", default=100, min=1,
+    cfg.IntOpt("lvm_simulator_vg_size_gb", default=100, min=1, max=1024 ** 3,
                help="Size of the volume group the simulator creates when its state has "
                     "none (stands for the operator's vgcreate)."),
 ]

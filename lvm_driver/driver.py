@@ -26,10 +26,12 @@ name, checked on a fresh report just before the ``lvremove``; anything else
 ``VolumeBusy``. Each create, snapshot and copy also tags its LV with a marker
 unique to the request (``REQUEST_TAG_PREFIX`` + random hex); after a failed
 command a fresh report decides, and only an LV carrying that very marker is
-removed. The marker stays on the LV (removing it would cost an ``lvchange``
-per create). A report that cannot be right (no thin pool, inconsistent with
-itself) is a backend fault: pools down, creates and deletes refused, the
-reason logged. Copies are grown to exactly the size the API returns.
+removed; after one that exits 0, the LV must show the marker (read from the
+metadata text, no process, when it is parsed; else one ``lvs`` of that LV), or
+the create failed. The marker stays on the LV (removing it would cost an
+``lvchange`` per create). A report that cannot be right (no thin pool,
+inconsistent with itself) is a backend fault: pools down, creates and deletes
+refused, the reason logged. Copies are grown to exactly the size the API returns.
 Beside it: ``pool_facts`` (a report to the pools), ``wipe`` (``volume_clear``),
 ``manage`` (manage/unmanage, retype, revert) and ``tags``.
 """
@@ -46,9 +48,10 @@ from typing import Any, Callable, Sequence
 
 from oslo_config import cfg
 
-from driver_kit import (BackendConfig, BackendUnavailable, ConfigError, GiB,
-                        InvalidInput, NotFound, NotManaged, PoolFacts, SetupError,
-                        SnapshotNotFound, VolumeBusy, VolumeDriver, VolumeInfo, VolumeNotFound)
+from driver_kit import (AlreadyExists, BackendConfig, BackendError, BackendUnavailable,
+                        ConfigError, GiB, InvalidInput, NotFound, NotManaged, PoolFacts,
+                        SetupError, SnapshotNotFound, VolumeBusy, VolumeDriver, VolumeInfo,
+                        VolumeNotFound)
 from lvm_driver.backends import BACKEND_OPTS, make_executor
 from lvm_driver.executor import LVMExecutor, LVMOutputError, LVMVolumeGroupNotFoundError
 from lvm_driver.lvm import (LogicalVolume, VGReport, VolumeGroup, validate_lv_name,
@@ -299,12 +302,45 @@ class ThinLVMDriver(ManageMixin, VolumeDriver):
         self._finish_unfinished()
         marker = f"{REQUEST_TAG_PREFIX}{uuid.uuid4().hex}"
         try:
-            create((tag, marker))
+            try:
+                create((tag, marker))
+            except AlreadyExists as exc:  # LVM's message is the whole argv
+                raise AlreadyExists(f"{name!r} already exists in volume group "
+                                    f"{self.vg_name!r}: nothing was created") from exc
+            self._confirm_marked(name, tag, marker)
         except Exception:
             if not self._remove_marked(name, tag, marker):
                 with self._unfinished_lock:
                     self._unfinished[marker] = (name, tag)
             raise
+
+    def _confirm_marked(self, name: str, tag: str, marker: str) -> None:
+        """Raise ``BackendError`` unless LV ``name`` now carries ``tag`` and this request's
+        ``marker``: an exit code 0 alone does not prove the LV is this request's (a
+        wrapper or a fault can mask a failed command while another request made it).
+
+        With ``lvm_metadata_parse`` on, read from the VG report, which after the
+        change comes from the metadata text (no process) and is reused by the next
+        refresh; otherwise, or when that read fails, from one ``lvs`` of that LV.
+        """
+        lv: LogicalVolume | None = None
+        if self.vg.parses_metadata:
+            try:
+                lv = self.vg.report().find_lv(name)
+            except Exception:  # noqa: BLE001  (LVM's answer about the one name decides)
+                LOG.warning("cannot read the report to confirm the create of %s/%s; "
+                            "asking LVM about that LV", self.vg_name, name, exc_info=True)
+        if lv is None:
+            lv = self.vg.lv_report(name)
+        if lv is not None and tag in lv.tags and marker in lv.tags:
+            return
+        found = ("LVM lists no such LV" if lv is None else
+                 f"the LV lacks this request's marker {marker} (tags: "
+                 f"{', '.join(sorted(lv.tags)) or 'none'}): another request made it, or "
+                 f"the command did not apply as asked")
+        LOG.error("create of %s/%s exited 0 but %s", self.vg_name, name, found)
+        raise BackendError(f"LVM reported the create of {self.vg_name}/{name} done, but "
+                           f"{found}: this create failed")
 
     def _remove_marked(self, name: str, tag: str, marker: str,
                        attempts: int = CLEANUP_ATTEMPTS) -> bool:

@@ -26,7 +26,8 @@ LOG = logging.getLogger(__name__)
 WIPE_MIN_BYTES_PER_S = 1024 * 1024
 
 WIPE_OPTS = [
-    cfg.StrOpt("volume_clear", default="zero", choices=["none", "zero"],
+    cfg.StrOpt("volume_clear", default="zero",
+               choices=[("none", "no wipe"), ("zero", "overwrite with zeros")],
                help="Method used to wipe a thick volume before its extents are freed on "
                     "delete (Cinder's option of the same name): 'zero' overwrites it with "
                     "zeros, 'none' does not wipe. Thin volumes are never wiped (a thin "

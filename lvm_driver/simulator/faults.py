@@ -2,8 +2,9 @@
 
 A fault is a plain record kept in the state (or, for the state file's own
 I/O errors, beside it), so every process sharing the file sees it: an exit
-code, a hang, a slow command, output cut in half, or a crash after the
-change was applied. ``run_with_fault`` applies one to a command's run.
+code, a hang, a slow command, output cut in half, a crash after the
+change was applied, or a success that dropped the tags it was asked to add.
+``run_with_fault`` applies one to a command's run.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from lvm_driver.simulator.errors import SimulatorError
 def new_fault(command: str, *, exit_code: int, stderr: str | None, stdout: str,
               times: int | None, hang: bool, malformed_output: bool,
               fail_after_apply: bool, argv_contains: str | None,
-              delay_s: float | None) -> dict[str, Any]:
+              delay_s: float | None, drop_tags: bool = False) -> dict[str, Any]:
     """The record of a fault of ``command`` (see ``LVMSimulator.inject``), checked."""
     check_times(times)
     if delay_s is not None and (
@@ -30,6 +31,9 @@ def new_fault(command: str, *, exit_code: int, stderr: str | None, stdout: str,
             or hang or malformed_output or fail_after_apply):
         raise SimulatorError(f"delay_s must be a finite number of seconds >= 0, with "
                              f"no other fault; got {delay_s!r}")
+    if drop_tags and (exit_code != 0 or hang or malformed_output or fail_after_apply
+                      or delay_s is not None):
+        raise SimulatorError("drop_tags is a success (exit code 0) with no other fault")
     if stderr is None:
         stderr = (f"  Internal error: injected failure of {command} "
                   f"(exit code {exit_code}).\n")
@@ -37,7 +41,7 @@ def new_fault(command: str, *, exit_code: int, stderr: str | None, stdout: str,
             "stdout": stdout, "times": times, "hang": hang,
             "malformed_output": malformed_output,
             "fail_after_apply": fail_after_apply, "argv_contains": argv_contains,
-            "delay_s": delay_s}
+            "delay_s": delay_s, "drop_tags": drop_tags}
 
 
 def new_state_fault(operation: str, *, command: str | None, times: int | None,
@@ -77,13 +81,16 @@ def take_matching(faults: list[dict[str, Any]], argv: list[str],
 
 
 def run_with_fault(fault: dict[str, Any] | None, argv: list[str], timeout_s: float,
-                   run: Callable[[], CommandResult]) -> CommandResult:
-    """``run()`` the command ``argv`` as ``fault`` (None: no fault) makes it behave.
+                   run: Callable[[list[str]], CommandResult]) -> CommandResult:
+    """``run(argv)`` the command ``argv`` as ``fault`` (None: no fault) makes it behave.
 
     A slow command sleeps, then runs, unless the runner's timeout stops it
-    first; a failure without ``fail_after_apply`` or ``malformed_output``
-    never runs; the others run and then fail, hang or lose half their output.
+    first; ``drop_tags`` runs it without its ``--addtag`` options and exits 0; a
+    failure without ``fail_after_apply`` or ``malformed_output`` never runs; the
+    others run and then fail, hang or lose half their output.
     """
+    if fault is not None and fault.get("drop_tags"):
+        return run(_without_added_tags(argv))
     if fault is not None and fault.get("delay_s") is not None:
         # slow, then run as usual, unless the runner stops it first
         time.sleep(min(fault["delay_s"], timeout_s))
@@ -97,7 +104,7 @@ def run_with_fault(fault: dict[str, Any] | None, argv: list[str], timeout_s: flo
             raise LVMTimeoutError(argv, timeout_s)
         return CommandResult(argv, fault["exit_code"], fault["stdout"],
                              fault["stderr"])
-    result = run()
+    result = run(argv)
     if fault is None:
         return result
     if fault["malformed_output"]:
@@ -109,3 +116,17 @@ def run_with_fault(fault: dict[str, Any] | None, argv: list[str], timeout_s: flo
         raise LVMTimeoutError(argv, timeout_s)
     return CommandResult(argv, fault["exit_code"], result.stdout,
                          result.stderr + fault["stderr"])
+
+
+def _without_added_tags(argv: list[str]) -> list[str]:
+    """``argv`` with every ``--addtag TAG`` pair left out."""
+    kept: list[str] = []
+    skip = False
+    for item in argv:
+        if skip:
+            skip = False
+        elif item == "--addtag":
+            skip = True
+        else:
+            kept.append(item)
+    return kept

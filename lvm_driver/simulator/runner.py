@@ -74,7 +74,7 @@ class LVMSimulator(StateStore):
         if fault is not None and self.state_file is not None and (
                 fault["hang"] or fault["delay_s"] is not None):
             self._save(state)  # used up now, even if this process is killed meanwhile
-        return run_with_fault(fault, argv, timeout_s, lambda: execute(state, argv))
+        return run_with_fault(fault, argv, timeout_s, lambda args: execute(state, args))
 
     def run(self, argv: Sequence[str], *, timeout_s: float = 3600.0) -> CommandResult:
         """Run one command as an operator would; never raises on failure."""
@@ -219,7 +219,7 @@ class LVMSimulator(StateStore):
                stderr: str | None = None, stdout: str = "", times: int | None = 1,
                hang: bool = False, malformed_output: bool = False,
                fail_after_apply: bool = False, argv_contains: str | None = None,
-               delay_s: float | None = None) -> None:
+               delay_s: float | None = None, drop_tags: bool = False) -> None:
         """Make the next ``times`` runs of ``command`` fail (None: every run).
 
         ``command`` is the LVM command (``lvcreate``, ``lvs``; ``segtypes`` for
@@ -231,12 +231,14 @@ class LVMSimulator(StateStore):
         ``delay_s``: a slow command, not a failing one: it waits that many
         seconds (holding the lock, as LVM holds its VG lock), then runs as
         usual; one slower than the runner's timeout is stopped unapplied, as
-        with ``hang``. ``argv_contains``: only runs whose argv has this item.
+        with ``hang``. ``drop_tags`` (with ``exit_code=0``): the command runs
+        without its ``--addtag`` options and exits 0, a success that masks a lost
+        request marker. ``argv_contains``: only runs whose argv has this item.
         """
         fault = new_fault(command, exit_code=exit_code, stderr=stderr, stdout=stdout,
                           times=times, hang=hang, malformed_output=malformed_output,
                           fail_after_apply=fail_after_apply, argv_contains=argv_contains,
-                          delay_s=delay_s)
+                          delay_s=delay_s, drop_tags=drop_tags)
         with self._transaction() as state:
             state["faults"].append(fault)
 

@@ -24,6 +24,7 @@ from typing import Any, Final
 from lvm_driver.simulator.errors import StateFileError
 from lvm_driver.simulator.faults import take_matching
 from lvm_driver.simulator.pv_headers import vg_seqnos, write_changed_headers
+from lvm_driver.simulator.state_shape import shape_problem
 
 STATE_VERSION: Final = 1
 
@@ -148,6 +149,11 @@ class StateStore:
                 and isinstance(state.get("faults"), list)):
             raise StateFileError(f"state file {self.state_file} is not a simulator state "
                                  f"(version {STATE_VERSION})")
+        problem = shape_problem(state)
+        if problem is not None:
+            raise StateFileError(f"state file {self.state_file} is damaged: {problem}: "
+                                 f"restore it, or remove it and its PV files "
+                                 f"({self.state_file}.pv-*) to start anew")
         return state
 
     def _save(self, state: dict[str, Any], *, fail: bool = False) -> None:

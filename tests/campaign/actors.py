@@ -33,6 +33,8 @@ FAULT_COMMANDS: dict[str, tuple[str, ...]] = {
     "fail_after_apply": WRITES, "hang_after_apply": WRITES, "slow_ok": READS + WRITES,
     "slow_timeout": READS + WRITES, "empty_report": ("lvs",), "io_read": READS + WRITES,
     "io_write": WRITES, "io_header": ("lvs",),
+    # an lvcreate exiting 0 without applying: the driver must find its marker missing
+    "masked_ok": ("lvcreate",),
 }
 #: how often each command is chosen (the driver's mix: reports first)
 COMMAND_WEIGHTS = {"lvs": 10, "vgs": 1, "pvs": 1, "lvcreate": 8, "lvremove": 4, "lvextend": 3,
@@ -181,5 +183,6 @@ class FaultInjector:
             "slow_ok": {"delay_s": self.timeout_s * 0.3},
             "slow_timeout": {"delay_s": self.timeout_s * 1.5},
             "empty_report": {"exit_code": 0, "stdout": EMPTY_REPORT, "stderr": ""},
+            "masked_ok": {"exit_code": 0, "stderr": ""},
         }[kind]
         self.sim.inject(command, times=times, **options)

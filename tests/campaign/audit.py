@@ -77,7 +77,7 @@ def fault_kind(fault: dict[str, Any]) -> str:
     if fault.get("malformed_output"):
         return "malformed_output"
     if fault.get("exit_code") == 0:
-        return "empty_report"
+        return "empty_report" if fault.get("stdout") else "masked_ok"
     return f"exit_{fault.get('exit_code')}"
 
 

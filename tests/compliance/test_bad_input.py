@@ -34,7 +34,8 @@ def setup_failure(report):
      "module 'contrib.sparse_file_driver' has no 'NoSuchDriver'"),
     (DriverSpec(driver="collections:OrderedDict"), "not a driver_kit.VolumeDriver subclass"),
     (DriverSpec(driver="contrib.sparse_file_driver:SparseFileDriver",
-                config_files=("/nonexistent/driver-kit.conf",)), "does not exist"),
+                config_files=("/nonexistent/driver-kit.conf",)),
+     "config file /nonexistent/driver-kit.conf: no such file"),
     (DriverSpec(driver="contrib.sparse_file_driver:SparseFileDriver"),
      "sparse_pool_dir is required"),  # do_setup raises: the driver is not usable
 ], ids=["module", "class", "not-a-driver", "config-file", "setup-raises"])

@@ -52,7 +52,7 @@ def test_volume_lifecycle_and_refusal(capsys):
     (["create", "a;b", "1"], 1, "characters LVM does not allow"),
     (["extend", "nope", "2"], 4, "no volume 'nope'"),
     (["create", "v", "1", "--pool", "nope"], 4, "no pool 'nope'"),
-    (["--config-file", "/no/such.conf", "stats"], 2, "does not exist"),
+    (["--config-file", "/no/such.conf", "stats"], 2, "/no/such.conf: no such file"),
 ])
 def test_errors_are_one_clear_line(capsys, argv, code, needle):
     got, out, err = run(capsys, *argv)

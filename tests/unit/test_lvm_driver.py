@@ -49,11 +49,25 @@ def test_process_counts(sim, tmp_path):
     assert driver.executor.commands_run - start == 0  # nothing changed: reused
     start = driver.executor.commands_run
     driver.create_volume("volume-a", 1)
-    assert driver.executor.commands_run - start == 1  # the admission read reused too
+    # the admission read reused; after the lvcreate, one lvs of that LV confirms its
+    # marker (no metadata text is parsed here)
+    assert driver.executor.commands_run - start == 2
     start = driver.executor.commands_run
     driver.get_volume_stats(refresh=True)
     assert driver.executor.commands_run - start == 1  # after the lvcreate: one lvs
     assert driver.vg.report_cache_stats.misses == 2
+
+
+def test_create_confirmed_from_metadata_text_costs_no_process(sim, tmp_path):
+    driver = make(tmp_path, lvm_metadata_parse=True)
+    driver.get_volume_stats(refresh=True)
+    start = driver.executor.commands_run
+    driver.create_volume("volume-a", 1)
+    driver.create_snapshot("snap-a", "volume-a")
+    driver.create_cloned_volume("copy-a", "volume-a")
+    # one lvcreate each: the markers were read from the metadata text
+    assert [argv[0] for argv in driver.executor.history[-3:]] == ["lvcreate"] * 3
+    assert driver.executor.commands_run - start == 3
 
 
 def test_thick_pool_when_offered(sim, tmp_path):

@@ -50,7 +50,10 @@ def test_an_admission_read_costs_no_lvm_process_when_nothing_changed(sim, tmp_pa
     driver.get_volume_stats(refresh=True)
     start = len(driver.executor.history)
     driver.create_volume("volume-a", 1)
-    assert [argv[0] for argv in driver.executor.history[start:]] == ["lvcreate"]
+    # no read before the lvcreate; after it, one lvs of that LV confirms its marker
+    # (with lvm_metadata_parse the metadata text does: no process)
+    ran = driver.executor.history[start:]
+    assert [argv[0] for argv in ran] == ["lvcreate", "lvs"] and ran[1][-1] == "dkvg/volume-a"
 
 
 @pytest.mark.parametrize("argv, seen", [
