@@ -19,6 +19,7 @@ from __future__ import annotations
 import errno
 import logging
 import shlex
+import threading
 from collections.abc import Sequence
 from typing import Any, Final
 
@@ -94,6 +95,9 @@ class PrivsepRunner:
     def __init__(self, section: str, *, vg_name: str):
         self.section = section
         self.vg_name = vg_name
+        #: refreshes whose batched reads failed as a whole, so were read one by one
+        self.batch_failures = 0
+        self._failures_lock = threading.Lock()
 
     def __call__(self, argv: list[str], env: dict[str, str],
                  timeout_s: float) -> CommandResult:
@@ -140,13 +144,18 @@ class PrivsepRunner:
                  pools: tuple[tuple[str, str], ...]) -> DeviceSources:
         """Sources answering ``blocks`` and ``pools``' statuses from one round trip
         (``devices.read_refresh``), each once; any other read, or all of them when the
-        batch fails, through the daemon one by one."""
+        batch fails (counted in ``batch_failures``, never raised), through the daemon
+        one by one."""
         names = [pool for vg, pool in pools if vg == self.vg_name]
         try:
             reply = self._call(devices.read_refresh, ["read-refresh"], _READ_TIMEOUT_S,
                                blocks=[list(block) for block in blocks], pools=names)
         except (PrivilegeRefused, OSError, LVMError) as exc:
-            LOG.debug("batched refresh reads failed (%s): reading one by one", exc)
+            with self._failures_lock:
+                self.batch_failures += 1
+                first = self.batch_failures == 1
+            (LOG.warning if first else LOG.debug)(
+                "batched refresh reads failed (%s): reading one by one", exc)
             return DeviceSources(read_block=self.read_block,
                                  thin_pool_status=self.thin_pool_status)
         got_blocks = dict(zip(blocks, reply["blocks"]))
