@@ -1,4 +1,4 @@
-"""The unprivileged side of ``test_unprivileged_realvm.py``: a Cinder-like process.
+"""The unprivileged side of the VM lane's unprivileged tests: a Cinder-like process.
 
 Run by the test as the guest's ``cinder`` user (``runuser -u cinder``), never as
 root. It builds the driver from the backend's config file, as ``cinder-volume``
