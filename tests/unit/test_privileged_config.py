@@ -12,7 +12,7 @@ import pytest
 from oslo_config import cfg
 
 from lvm_driver.privileged import CONFIG_SECTION, PrivilegeRefused, backend, commands
-from lvm_driver.privsep_runner import forget_helper
+from lvm_driver.privsep_runner import forget_helper, use_helper
 from tests.unit.privsep_lab import SECTION, close_lab, make_lab, root_helper
 
 GOOD = """[DEFAULT]
@@ -198,6 +198,23 @@ def test_a_daemon_started_with_a_config_dir_serves_nothing(tmp_path):
             commands.vg_report(SECTION, timeout_s=30)
     finally:
         cfg.CONF.clear_override("helper_command", group=CONFIG_SECTION)
+        close_lab()
+
+
+def test_the_helper_command_of_the_backends_file_starts_the_daemon_as_written(tmp_path):
+    """A standalone driver takes ``[lvm_driver_privileged] helper_command`` from its
+    config file as written (what a sudoers rule pinning privsep-helper's argv needs),
+    before the ``lvm_root_helper`` prefix."""
+    lab = make_lab(tmp_path / "lab")
+    forget_helper()
+    written = f"{root_helper()} privsep-helper --config-file {lab.conf}"
+    with open(lab.conf, "a") as conf:
+        conf.write(f"\n[{CONFIG_SECTION}]\nhelper_command = {written}\n")
+    try:
+        use_helper("false", [str(lab.conf)])  # the prefix alone would start nothing
+        assert cfg.CONF[CONFIG_SECTION].helper_command == written
+        assert commands.vg_report(SECTION, timeout_s=30)["exit_code"] == 0
+    finally:
         close_lab()
 
 
