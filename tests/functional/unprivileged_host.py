@@ -122,7 +122,8 @@ class Cinder:
             ["runuser", "-u", "cinder", "--", PYTHON, str(SIDE), config, BACKEND,
              "/var/lib/cinder/locks"],
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.log, text=True,
-            cwd=str(REPO))
+            # oslo.privsep's socket directory, where a pinned sudoers rule expects it
+            cwd=str(REPO), env={**os.environ, "TMPDIR": "/tmp"})
 
     def ask(self, op: str, **request: Any) -> dict[str, Any]:
         assert self.proc.stdin is not None and self.proc.stdout is not None
