@@ -303,7 +303,7 @@ def attempt(how: Any, host: Host) -> tuple[bool, str]:
 #: that changes); refused in the pinned one (test_unprivileged_pinned_realvm.py).
 ROOTWRAP_LETS_THROUGH = {"R20", "R21", "R22", "R23", "R24", "R25", "R26"}
 KNOWN = ("oslo.rootwrap always allows privsep-helper with any arguments "
-         "(wrapper.load_filters): docs/privileges.md, what this does not protect against")
+         "(wrapper.load_filters): docs/privileges.md, set-up 1; set-up 2 refuses it")
 
 
 def write_table(rows: list[tuple[str, str, bool, str]]) -> None:
