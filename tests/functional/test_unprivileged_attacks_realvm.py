@@ -31,23 +31,27 @@ def host(unprivileged_host: Host) -> Host:
 @pytest.fixture(scope="module")
 def suite(host: Host) -> Iterator[dict[str, Any]]:
     """The state nothing may change, taken before the first attempt; the table after."""
+    victim = f"/dev/{host.vg}/victim-thin"
     root("lvcreate", "-q", "-T", "-V", "4m", "-n", "victim-thin", f"{host.vg}/pool")
-    fill(f"/dev/{host.vg}/victim-thin", 0x3C, MiB)
-    host.watched[f"/dev/{host.vg}/victim-thin"] = ""
-    host.cinder.ok("refresh")  # the daemon is up before the first attempt
-    table: dict[str, Any] = {"before": host.untouched(), "rows": []}
-    # the root helper's refusals are separate processes of a few seconds each under
-    # TCG: they run four at a time up front (each row then reports its own outcome;
-    # the checks after each row and after the suite still see any change)
-    early = [row for row in ATTACKS
-             if isinstance(row[2], Helper) and row[0] not in ROOTWRAP_LETS_THROUGH]
-    with ThreadPoolExecutor(max_workers=4) as pool:
-        outcomes = pool.map(lambda row: attempt(row[2], host), early)
-        table["early"] = dict(zip([row[0] for row in early], outcomes))
-    yield table
-    write_table(table["rows"])
-    host.watched.pop(f"/dev/{host.vg}/victim-thin")
-    root("lvremove", "-q", "-f", f"{host.vg}/victim-thin")
+    table: dict[str, Any] = {"rows": []}
+    try:
+        fill(victim, 0x3C, MiB)
+        host.watched[victim] = ""
+        host.cinder.ok("refresh")  # the daemon is up before the first attempt
+        table["before"] = host.untouched()
+        # the root helper's refusals are separate processes of a few seconds each under
+        # TCG: they run four at a time up front (each row then reports its own outcome;
+        # the checks after each row and after the suite still see any change)
+        early = [row for row in ATTACKS
+                 if isinstance(row[2], Helper) and row[0] not in ROOTWRAP_LETS_THROUGH]
+        with ThreadPoolExecutor(max_workers=4) as pool:
+            outcomes = pool.map(lambda row: attempt(row[2], host), early)
+            table["early"] = dict(zip([row[0] for row in early], outcomes))
+        yield table
+        write_table(table["rows"])
+    finally:  # the other modules share the host: leave its VG as it was
+        host.watched.pop(victim, None)
+        root("lvremove", "-q", "-f", f"{host.vg}/victim-thin")
 
 
 def test_the_attack_suite_has_at_least_40_attempts():

@@ -6,6 +6,7 @@ refused as expected. Placeholders in the rows are filled per host (``fill``)."""
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 from typing import Any
 
