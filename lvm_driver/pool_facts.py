@@ -3,12 +3,16 @@ right, and the facts (``PoolFacts``) of the thin pool and of the VG's thick pool
 
 Pure functions of a ``VGReport`` (no command runs here): ``ThinLVMDriver``
 reads the report once and hands it over, so every figure of a stats refresh
-comes from that one read.
+comes from that one read. What does not depend on the thin pool's usage (the
+check, the sums over every LV) is computed once per report (``VGReport.derived``):
+a refresh reusing the report while the VG's metadata is unchanged only lays the
+pool's usage from device-mapper over it.
 """
 
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from typing import Final
 
 from driver_kit import PoolFacts
@@ -48,6 +52,10 @@ def _figure(value: int) -> str:
 def implausible(report: VGReport, pool_name: str) -> str | None:
     """What makes ``report`` impossible for a backend with thin pool ``pool_name``, or
     None (no such pool, a VG inconsistent with itself, a dangling pool or origin)."""
+    return report.derived(("implausible", pool_name), lambda r: _implausible(r, pool_name))
+
+
+def _implausible(report: VGReport, pool_name: str) -> str | None:
     pool = report.find_lv(pool_name)
     if pool is None:
         return (f"thin pool {pool_name!r} not found in it ({len(report.lvs)} LVs "
@@ -100,7 +108,8 @@ def pool_facts(report: VGReport, vg_name: str, pool_name: str, *,
     (one that ``implausible`` passed)."""
     pools = [_thin_pool_facts(report, vg_name, pool_name)]
     if offer_thick:
-        pools.append(_thick_pool_facts(report, vg_name))
+        pools.append(report.derived(("thick pool", vg_name),
+                                    lambda r: _thick_pool_facts(r, vg_name)))
     return pools
 
 
@@ -113,6 +122,31 @@ def pools_down(vg_name: str, pool_name: str, *, offer_thick: bool,
     return pools
 
 
+@dataclass(frozen=True, slots=True)
+class _ThinContents:
+    """What a thin pool holds, by the report alone (its usage aside). Bytes."""
+
+    provisioned_bytes: int
+    snapshot_bytes: int
+    volumes: int
+    snapshots: int
+    driver_used_bytes: int | None
+
+
+def _thin_contents(report: VGReport, pool_name: str) -> _ThinContents:
+    volumes, snapshots = [], []
+    for lv in report.thin_volumes(pool_name):
+        (snapshots if is_snapshot(lv) else volumes).append(lv)
+    ours = [lv for lv in volumes if VOLUME_TAG in lv.tags]
+    return _ThinContents(
+        provisioned_bytes=sum(lv.size_bytes for lv in volumes),
+        snapshot_bytes=sum(lv.size_bytes for lv in snapshots),
+        volumes=len(volumes), snapshots=len(snapshots),
+        # the bulk read asks the kernel nothing per LV: no data% of each volume
+        driver_used_bytes=None if any(lv.data_percent is None for lv in ours) else sum(
+            math.ceil(lv.size_bytes * lv.data_percent / 100) for lv in ours))
+
+
 def _thin_pool_facts(report: VGReport, vg_name: str, pool_name: str) -> PoolFacts:
     pool = report.get_lv(pool_name)
     if pool.data_percent is None or pool.metadata_percent is None:
@@ -121,22 +155,18 @@ def _thin_pool_facts(report: VGReport, vg_name: str, pool_name: str) -> PoolFact
                                    f"(pool inactive?)")
     total = pool.size_bytes
     used, free = thin_pool_usage(total, pool.data_percent, pool.metadata_percent)
-    volumes, snapshots = [], []
-    for lv in report.thin_volumes(pool_name):
-        (snapshots if is_snapshot(lv) else volumes).append(lv)
-    ours = [lv for lv in volumes if VOLUME_TAG in lv.tags]
+    contents = report.derived(("thin contents", pool_name),
+                              lambda r: _thin_contents(r, pool_name))
     return PoolFacts(
         pool_name=pool_name, total_bytes=total, free_bytes=free,
-        provisioned_bytes=sum(lv.size_bytes for lv in volumes),
-        snapshot_bytes=sum(lv.size_bytes for lv in snapshots),
+        provisioned_bytes=contents.provisioned_bytes,
+        snapshot_bytes=contents.snapshot_bytes,
         thin_provisioning_support=True, thick_provisioning_support=False,
-        total_volumes=len(volumes), used_bytes=used,
-        # the bulk read asks the kernel nothing per LV: no data% of each volume
-        driver_used_bytes=None if any(lv.data_percent is None for lv in ours) else sum(
-            math.ceil(lv.size_bytes * lv.data_percent / 100) for lv in ours),
+        total_volumes=contents.volumes, used_bytes=used,
+        driver_used_bytes=contents.driver_used_bytes,
         data_percent=pool.data_percent, metadata_percent=pool.metadata_percent,
         location_info=f"ThinLVMDriver:{vg_name}:{pool_name}",
-        extra={"volume_group": vg_name, "snapshot_count": len(snapshots)})
+        extra={"volume_group": vg_name, "snapshot_count": contents.snapshots})
 
 
 def thick_space(report: VGReport) -> tuple[int, int]:

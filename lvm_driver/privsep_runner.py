@@ -20,6 +20,7 @@ from __future__ import annotations
 import errno
 import logging
 import shlex
+import threading
 from collections.abc import Sequence
 from typing import Any, Final
 
@@ -50,11 +51,14 @@ def helper_command(root_helper: str | None, config_files: Sequence[str]) -> list
 
 
 def use_helper(root_helper: str | None, config_files: Sequence[str]) -> None:
-    """Make the daemon start as ``helper_command`` says, unless this process is a
-    service that parsed its own config files (Cinder: oslo.privsep then starts the
-    daemon with the root helper the service set and those files) or the operator set
-    ``[lvm_driver_privileged] helper_command``. One daemon serves the process: every
-    backend it runs must be in the files the first one started it with."""
+    """Make the daemon start as the backend's config files say: their
+    ``[lvm_driver_privileged] helper_command`` as written (oslo.privsep adds the
+    context and socket; a sudoers rule can pin that exact argv), else
+    ``helper_command(root_helper, config_files)``. Nothing changes when this process
+    is a service that parsed its own config files (Cinder: oslo.privsep then starts
+    the daemon with the root helper the service set, or that section of its files)
+    or already has a helper_command. One daemon serves the process: every backend it
+    runs must be in the files the first one started it with."""
     global _helper_set
     from oslo_config import cfg
     try:
@@ -67,8 +71,23 @@ def use_helper(root_helper: str | None, config_files: Sequence[str]) -> None:
     if not config_files:
         raise ConfigError("lvm_privilege = privsep: the privileged daemon reads the "
                           "backend from its config file; load the backend from one")
-    _helper_set = shlex.join(helper_command(root_helper, config_files))
+    _helper_set = (_configured_helper(config_files)
+                   or shlex.join(helper_command(root_helper, config_files)))
     cfg.CONF.set_override("helper_command", _helper_set, group=CONFIG_SECTION)
+
+
+def _configured_helper(config_files: Sequence[str]) -> str | None:
+    """``[lvm_driver_privileged] helper_command`` of ``config_files``, if set."""
+    from oslo_config import cfg
+    conf = cfg.ConfigOpts()
+    conf.register_opt(cfg.StrOpt("helper_command"), group=CONFIG_SECTION)
+    try:
+        conf([], project="lvm_driver", default_config_files=list(config_files),
+             default_config_dirs=[])
+    except cfg.Error as exc:
+        raise ConfigError(f"cannot read [{CONFIG_SECTION}] of the config files: "
+                          f"{exc}") from exc
+    return conf[CONFIG_SECTION].helper_command or None
 
 
 def forget_helper() -> None:
@@ -95,6 +114,9 @@ class PrivsepRunner:
     def __init__(self, section: str, *, vg_name: str):
         self.section = section
         self.vg_name = vg_name
+        #: refreshes whose batched reads failed as a whole, so were read one by one
+        self.batch_failures = 0
+        self._failures_lock = threading.Lock()
 
     def __call__(self, argv: list[str], env: dict[str, str],
                  timeout_s: float) -> CommandResult:
@@ -141,13 +163,18 @@ class PrivsepRunner:
                  pools: tuple[tuple[str, str], ...]) -> DeviceSources:
         """Sources answering ``blocks`` and ``pools``' statuses from one round trip
         (``devices.read_refresh``), each once; any other read, or all of them when the
-        batch fails, through the daemon one by one."""
+        batch fails (counted in ``batch_failures``, never raised), through the daemon
+        one by one."""
         names = [pool for vg, pool in pools if vg == self.vg_name]
         try:
             reply = self._call(devices.read_refresh, ["read-refresh"], _READ_TIMEOUT_S,
                                blocks=[list(block) for block in blocks], pools=names)
         except (PrivilegeRefused, OSError, LVMError) as exc:
-            LOG.debug("batched refresh reads failed (%s): reading one by one", exc)
+            with self._failures_lock:
+                self.batch_failures += 1
+                first = self.batch_failures == 1
+            (LOG.warning if first else LOG.debug)(
+                "batched refresh reads failed (%s): reading one by one", exc)
             return DeviceSources(read_block=self.read_block,
                                  thin_pool_status=self.thin_pool_status)
         got_blocks = dict(zip(blocks, reply["blocks"]))

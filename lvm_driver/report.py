@@ -15,13 +15,15 @@ import gc
 import json
 import math
 import operator
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Hashable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, Final, NamedTuple, TypeVar
 
 from driver_kit.exceptions import NotFound
 
 from lvm_driver.executor import LVMOutputError
+
+_T = TypeVar("_T")
 
 # ---------------------------------------------------------------------------
 # Records
@@ -178,9 +180,23 @@ class VGReport:
     lvs: tuple[LogicalVolume, ...]
     _by_name: dict[str, LogicalVolume] = field(
         init=False, repr=False, compare=False, default=None)  # type: ignore[assignment]
+    _derived: dict[Hashable, Any] = field(
+        init=False, repr=False, compare=False, default=None)  # type: ignore[assignment]
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "_by_name", {lv.name: lv for lv in self.lvs})
+        object.__setattr__(self, "_derived", {})
+
+    def derived(self, key: Hashable, compute: Callable[[VGReport], _T]) -> _T:
+        """``compute(self)``, computed once for this report and every copy of it that
+        ``with_lvs`` lays usage figures over, so a refresh reusing the report while the
+        VG's metadata is unchanged recomputes nothing of it. ``compute`` must not read
+        the data or metadata percent of an LV ``with_lvs`` replaces (the thin pools')."""
+        try:
+            return self._derived[key]
+        except KeyError:
+            value = self._derived[key] = compute(self)
+            return value
 
     def find_lv(self, name: str) -> LogicalVolume | None:
         """The LV of that name, or None."""
@@ -196,18 +212,24 @@ class VGReport:
 
     def with_lvs(self, replaced: dict[int, LogicalVolume]) -> VGReport:
         """This report with the LVs at the given indexes replaced (same names): the
-        pool's usage laid over a reused report, without rebuilding the whole index."""
+        pool's usage laid over a reused report, without rebuilding the whole index.
+        When only usage figures change, what ``derived`` computed is kept."""
         lvs = list(self.lvs)
         by_name = dict(self._by_name)
+        usage_only = True
         for index, lv in replaced.items():
-            if lvs[index].name != lv.name:
-                raise ValueError(f"LV {index} is {lvs[index].name!r}, not {lv.name!r}")
+            old = lvs[index]
+            if old.name != lv.name:
+                raise ValueError(f"LV {index} is {old.name!r}, not {lv.name!r}")
+            usage_only = usage_only and lv._replace(
+                data_percent=old.data_percent, metadata_percent=old.metadata_percent) == old
             lvs[index] = by_name[lv.name] = lv
         report = object.__new__(VGReport)
         for name in ("vg_name", "vg_size_bytes", "vg_free_bytes", "extent_size_bytes"):
             object.__setattr__(report, name, getattr(self, name))
         object.__setattr__(report, "lvs", tuple(lvs))
         object.__setattr__(report, "_by_name", by_name)
+        object.__setattr__(report, "_derived", self._derived if usage_only else {})
         return report
 
     def thin_pools(self) -> tuple[LogicalVolume, ...]:
@@ -309,9 +331,6 @@ def _percent(text: str, key: str) -> float | None:
 
 def _tag_tuple(text: str) -> tuple[str, ...]:
     return tuple(text.split(",")) if text else ()
-
-
-_T = TypeVar("_T")
 
 
 class _Memo(dict[str, _T]):

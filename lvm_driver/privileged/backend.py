@@ -7,7 +7,8 @@ owned by root and not writable by group or others (a sticky directory such as
 names it and its ``volume_driver`` is this driver (directly, or through the Cinder
 adapter); the VG, the thin pool, ``lvm_conf_file`` and ``lvm_backend`` come from it
 (Cinder's ``[backend_defaults]`` filling what the section leaves unset). The caller
-gives the section's name and nothing else of this.
+gives the section's name and nothing else of this. The simulator's state file, which
+the daemon then writes, meets the same rule (its directory and the file).
 """
 
 from __future__ import annotations
@@ -136,7 +137,21 @@ def load_from(files: Sequence[str], section: str) -> Backend:
         with _cache_lock:
             _cache.clear()  # one entry per section is all that is ever current
             _cache[key] = found
+    if found.state_file is not None:
+        _check_state_file(section, found.state_file)
     return found
+
+
+def _check_state_file(section: str, path: str) -> None:
+    """The simulator's state file, which the daemon writes as root, under the config
+    files' rule: its directory (where its lock, PV files and temporary copies go too)
+    root's alone, and so the file when it exists; checked on every request."""
+    what = f"[{section}] lvm_simulator_state_file"
+    if not os.path.isabs(path):
+        raise PrivilegeRefused(f"{what} = {path!r} is not an absolute path")
+    trusted_path(os.path.dirname(path), f"{what}'s directory", directory=True)
+    if os.path.lexists(path):
+        trusted_path(path, what)
 
 
 def _parse(files: list[str], section: str) -> Backend:

@@ -100,6 +100,7 @@ class Side:
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, cwd=str(REPO))
 
     def ask(self, op: str, **request: Any) -> tuple[Any, float]:
+        """The reply and the wall time of the request in the cinder process."""
         assert self.proc.stdin is not None and self.proc.stdout is not None
         self.proc.stdin.write(json.dumps({"op": op, **request}) + "\n")
         self.proc.stdin.flush()
@@ -108,6 +109,12 @@ class Side:
             raise RuntimeError(f"{op}: {reply['error']}: {reply['message']}\n"
                                f"{reply.get('trace', '')}")
         return reply["ok"], reply["seconds"]
+
+    def refresh(self, op: str, **request: Any) -> tuple[Any, float]:
+        """A refresh request, timed by the refresh alone (the reply's
+        ``refresh_seconds``: not the reply's listing of every LV nor its JSON)."""
+        reply, _ = self.ask(op, **request)
+        return reply, reply["refresh_seconds"]
 
     def close(self) -> None:
         assert self.proc.stdin is not None
@@ -154,21 +161,21 @@ def measure(vg: RealVG, runs: int, first_change: int = 80000) -> dict[str, Any]:
     commands: dict[str, list[int]] = {k: [] for k in times}
     reports: dict[str, Any] = {}
     # warm-up, untimed: the daemon started, the report read once, os-brick built
-    reports["steady"], _ = side.ask("refresh")
-    reports["brick_cinder"], _ = side.ask("brick_refresh", **brick_request)
+    reports["steady"], _ = side.refresh("refresh")
+    reports["brick_cinder"], _ = side.refresh("brick_refresh", **brick_request)
     reports["brick_root"] = R.cinder_refresh(root_brick)
     change_s = []
     for round_ in range(runs):
         t0 = time.perf_counter()
         _run(_lvcreate_line(first_change + round_, 1).split(), env)
         change_s.append(time.perf_counter() - t0)
-        reply, seconds = side.ask("refresh")
+        reply, seconds = side.refresh("refresh")
         times["after_change"].append(seconds)
         commands["after_change"].append(reply["commands"])
         reports["after_change"] = reply
         order: list[tuple[str, Callable[[], tuple[Any, float]]]] = [
-            ("steady", lambda: side.ask("refresh")),
-            ("brick_cinder", lambda: side.ask("brick_refresh", **brick_request)),
+            ("steady", lambda: side.refresh("refresh")),
+            ("brick_cinder", lambda: side.refresh("brick_refresh", **brick_request)),
             ("brick_root", lambda: _timed(lambda: R.cinder_refresh(root_brick))),
         ]
         order = order[round_ % 3:] + order[:round_ % 3]
@@ -178,9 +185,14 @@ def measure(vg: RealVG, runs: int, first_change: int = 80000) -> dict[str, Any]:
             if isinstance(reply, dict) and "commands" in reply:
                 commands[name].append(reply["commands"])
     trips = round_trips(side, vg, runs)
+    profile, _ = side.ask("profile", refreshes=PROFILED_REFRESHES)
     side.close()
     return {"times": times, "commands": commands, "change_s": change_s,
-            "reports": reports, "trips": trips}
+            "reports": reports, "trips": trips, "profile": profile}
+
+
+#: refreshes with nothing changed run under cProfile after the rounds
+PROFILED_REFRESHES = 20
 
 
 def _timed(fn: Callable[[], Any]) -> tuple[Any, float]:
@@ -232,7 +244,9 @@ def render(result: dict[str, Any]) -> str:
     w(f"- Machine (inside the VM): {describe_machine(m)}; qemu TCG (no KVM)")
     w(f"- Median of {result['runs']} rounds (min in brackets), one untimed warm-up; each "
       "round: an operator's `lvcreate` as root, this driver's first refresh after it, "
-      "then the other paths in rotating order. Took "
+      "then the other paths in rotating order; each refresh timed alone in its "
+      "process (`get_volume_stats(refresh=True)`, os-brick's calls of Cinder's "
+      "`_update_volume_stats`). Took "
       f"{result['took_s']:.0f} s. {b['thin_lvs']:,} thin LVs "
       f"({b['active']:,} active) built in "
       f"{sum(x['seconds'] for x in b['batches']):.0f} s.\n")
@@ -261,6 +275,16 @@ def render(result: dict[str, Any]) -> str:
         d, root_ = trips[f"{key}_daemon"], trips[f"{key}_root"]
         w(f"| {label} | {_s(_median(d))} ({_s(min(d))}) | {_s(_median(root_))} "
           f"({_s(min(root_))}) | {_s(_median(d) - _median(root_))} |")
+    w("")
+    profile = r["profile"]
+    w(f"Where an unchanged refresh's time goes as `cinder` (cProfile over "
+      f"{profile['refreshes']} refreshes, the stats read in the calling thread; "
+      f"{profile['ms_per_refresh']:.1f} ms each under the profiler):\n")
+    w("| function | calls per refresh | own ms | cumulative ms |")
+    w("|---|---:|---:|---:|")
+    for row in profile["top"]:
+        w(f"| `{row['function']}` | {row['calls']:g} | {row['own_ms']:.2f} | "
+          f"{row['cumulative_ms']:.2f} |")
     w("")
     after = r["reports"]["after_change"]
     w(f"Report cache after the rounds (the cinder process): {after['cache']}. "

@@ -3,7 +3,8 @@ LVM (inside the VM lane, tests/realvm, where DK_REAL_LVM=1).
 
 Each test gets a ``lab``: a volume group holding a fresh 2 GiB thin pool
 named ``pool``, an operator's shell onto LVM (``lab.lvm(...)``) and a factory
-of drivers configured for it.
+of drivers configured for it. The unprivileged modules share ``unprivileged_host``
+(the guest as a Cinder host, in the VM lane only).
 """
 
 from __future__ import annotations
@@ -126,3 +127,13 @@ def lab(request: pytest.FixtureRequest, tmp_path: Path):
     finally:
         lab.teardown()
         shutil.rmtree(lab.lock_path, ignore_errors=True)
+
+
+@pytest.fixture(scope="package")
+def unprivileged_host(tmp_path_factory: pytest.TempPathFactory):
+    """The guest as a Cinder host, the driver's process running as cinder
+    (``unprivileged_host.running_host``): set up once for the unprivileged modules,
+    which run one after the other, and taken down after this package."""
+    from tests.functional.unprivileged_host import running_host  # the VM lane's only
+    with running_host(tmp_path_factory) as host:
+        yield host

@@ -1,4 +1,4 @@
-"""The unprivileged side of ``test_unprivileged_realvm.py``: a Cinder-like process.
+"""The unprivileged side of the VM lane's unprivileged tests: a Cinder-like process.
 
 Run by the test as the guest's ``cinder`` user (``runuser -u cinder``), never as
 root. It builds the driver from the backend's config file, as ``cinder-volume``
@@ -7,8 +7,11 @@ driver's privileged daemon. It then answers requests, one JSON object per line o
 stdin, one JSON reply per line on stdout:
 
 - ``{"op": "driver", "method": m, "args": [...], "kwargs": {...}}``: a driver call;
-- ``{"op": "refresh"}``: ``get_volume_stats(refresh=True)`` and the LVM commands it
-  sent (``executor.commands_run``) and the report cache's counters;
+- ``{"op": "refresh"}``: ``get_volume_stats(refresh=True)``, its own wall time
+  (``refresh_seconds``), the LVM commands it sent (``executor.commands_run``), the
+  report cache's counters and the LVs of the report;
+- ``{"op": "profile", "refreshes": n}``: n such refreshes under cProfile (the read in
+  this thread, not the stats read's own), the functions that took the most time;
 - ``{"op": "entry", "module": "commands"|"devices", "name": n, "args": [...],
   "kwargs": {...}}``: a privileged entrypoint called directly, as an attacker who
   owns this process would, with whatever arguments;
@@ -89,6 +92,34 @@ def _cinder_refresh(vg: Any) -> dict[str, Any]:
             "provisioned_capacity_gb": vg.vg_provisioned_capacity}
 
 
+def _profile(driver: Any, refreshes: int) -> dict[str, Any]:
+    """``refreshes`` refreshes under cProfile, the backend read run in this thread (the
+    profiler sees one thread): per refresh, the wall time and the 15 functions of most
+    own time (ms)."""
+    import cProfile
+    import pstats
+
+    threaded = driver._read_pools_in_time
+    driver._read_pools_in_time = driver._read_pools_or_raise
+    profile = cProfile.Profile()
+    try:
+        started = time.perf_counter()
+        profile.enable()
+        for _ in range(refreshes):
+            driver.get_volume_stats(refresh=True)
+        profile.disable()
+        seconds = time.perf_counter() - started
+    finally:
+        driver._read_pools_in_time = threaded
+    rows = pstats.Stats(profile).stats  # type: ignore[attr-defined]
+    top = sorted(rows.items(), key=lambda item: item[1][2], reverse=True)[:15]
+    return {"refreshes": refreshes, "ms_per_refresh": seconds * 1000 / refreshes,
+            "top": [{"function": f"{os.path.basename(file)}:{line}({name})",
+                     "calls": calls / refreshes, "own_ms": own * 1000 / refreshes,
+                     "cumulative_ms": cumulative * 1000 / refreshes}
+                    for (file, line, name), (_, calls, own, cumulative, _) in top]}
+
+
 def main(argv: list[str]) -> int:
     if os.geteuid() == 0:
         print(json.dumps({"error": "RuntimeError", "message": "runs as root"}), flush=True)
@@ -118,10 +149,14 @@ def main(argv: list[str]) -> int:
             return getattr(driver, request["method"])(*args, **kwargs)
         if op == "refresh":
             start = driver.executor.commands_run
+            started = time.perf_counter()
             stats = driver.get_volume_stats(refresh=True)
+            seconds = time.perf_counter() - started
             return {"stats": stats, "commands": driver.executor.commands_run - start,
-                    "cache": _cache_stats(driver),
+                    "refresh_seconds": seconds, "cache": _cache_stats(driver),
                     "lvs": sorted(lv.name for lv in driver.vg.report().lvs)}
+        if op == "profile":
+            return _profile(driver, int(request["refreshes"]))
         if op == "entry":
             return getattr(modules[request["module"]], request["name"])(*args, **kwargs)
         if op == "raw":
@@ -157,8 +192,11 @@ def main(argv: list[str]) -> int:
                                  request.get("lvm_conf"))
         commands, vg = bricks[key]
         start = len(commands)
+        started = time.perf_counter()
         stats = _cinder_refresh(vg)
-        return {"stats": stats, "commands": len(commands) - start}
+        seconds = time.perf_counter() - started
+        return {"stats": stats, "commands": len(commands) - start,
+                "refresh_seconds": seconds}
 
     for line in sys.stdin:
         request = json.loads(line)

@@ -234,6 +234,31 @@ def test_a_refresh_with_nothing_changed_is_one_round_trip(lab, driver, monkeypat
     assert pool["backend_state"] == "up"
 
 
+def test_a_failed_batch_of_refresh_reads_is_read_one_by_one_and_counted(
+        lab, driver, monkeypatch):
+    """A daemon refusing the whole batch (as it refuses one past its caps) costs the
+    refresh its single round trip, not its answer: the reads go one by one."""
+    driver.get_volume_stats(refresh=True)
+    runner = driver.executor.runner
+    failures = runner.batch_failures
+
+    def refused(*args, **kwargs):
+        raise PrivilegeRefused("a batch of refresh reads is at most 64 PV reads")
+
+    monkeypatch.setattr(devices, "read_refresh", refused)
+    calls = []
+    call = PrivsepRunner._call
+    monkeypatch.setattr(PrivsepRunner, "_call", lambda self, entrypoint, *a, **k: (
+        calls.append(entrypoint), call(self, entrypoint, *a, **k))[1])
+    hits, commands = driver.vg.report_cache_stats.hits, driver.executor.commands_run
+    pool = driver.get_volume_stats(refresh=True)["pools"][0]
+    assert pool["backend_state"] == "up"
+    assert driver.vg.report_cache_stats.hits == hits + 1
+    assert driver.executor.commands_run == commands  # still no LVM process
+    assert runner.batch_failures == failures + 1
+    assert calls == [refused, devices.read_pv_block, devices.thin_pool_status]
+
+
 def test_a_batch_of_refresh_reads_checks_each_read_as_if_alone(lab, driver):
     pv, decoy_pv = lab.sim.pv_path(VG), lab.sim.pv_path("othervg")
     reply = devices.read_refresh(

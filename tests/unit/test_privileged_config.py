@@ -12,7 +12,7 @@ import pytest
 from oslo_config import cfg
 
 from lvm_driver.privileged import CONFIG_SECTION, PrivilegeRefused, backend, commands
-from lvm_driver.privsep_runner import forget_helper
+from lvm_driver.privsep_runner import forget_helper, use_helper
 from tests.unit.privsep_lab import SECTION, close_lab, make_lab, root_helper
 
 GOOD = """[DEFAULT]
@@ -61,6 +61,56 @@ def test_a_file_others_could_write_is_refused(files, change, match):
     change(path)
     with pytest.raises(PrivilegeRefused, match=match):
         backend.load_from([str(path)], "b1")
+
+
+SIMULATED = """[DEFAULT]
+enabled_backends = sim
+[sim]
+volume_driver = lvm_driver.driver.ThinLVMDriver
+volume_group = vg1
+lvm_backend = simulator
+lvm_simulator_state_file = {state}
+"""
+
+
+@pytest.mark.parametrize("place, match", [
+    (lambda d: os.chown(d / "state.json", 1000, -1), "state_file '.*' is owned by uid 1000"),
+    (lambda d: (d / "state.json").chmod(0o666), "writable by group or others"),
+    (lambda d: os.chown(d, 1000, 1000), "state_file's directory .* owned by uid 1000"),
+    (lambda d: d.chmod(0o1777), "state_file's directory .* writable by group or others"),
+    (lambda d: os.chown(d.parent, 1000, -1), "directory above .*state_file's directory"),
+    (lambda d: ((d / "state.json").unlink(), (d / "state.json").symlink_to(
+        d.parent.parent / "user" / "theirs.json")), "owned by uid 1000"),
+], ids=["file-not-roots", "file-writable", "dir-not-roots", "dir-sticky-world-writable",
+        "dir-above-not-roots", "symlink-to-users-file"])
+def test_the_simulators_state_file_meets_the_same_rule(files, place, match):
+    """The daemon writes the simulator's state (and its lock and PV files beside it) as
+    root: a file or directory another user could write or swap is refused."""
+    tmp_path, path = files
+    state_dir = tmp_path / "sim" / "state"
+    state_dir.mkdir(mode=0o755, parents=True)
+    state = state_dir / "state.json"
+    state.write_text("{}")
+    state.chmod(0o644)
+    theirs = tmp_path / "user" / "theirs.json"
+    theirs.parent.mkdir()
+    theirs.write_text("{}")
+    os.chown(theirs, 1000, 1000)
+    path.write_text(SIMULATED.format(state=state))
+    assert backend.load_from([str(path)], "sim").state_file == str(state)
+    state.unlink()  # not made yet: the directory alone decides
+    assert backend.load_from([str(path)], "sim").simulated
+    state.write_text("{}")
+    place(state_dir)
+    with pytest.raises(PrivilegeRefused, match=match):
+        backend.load_from([str(path)], "sim")
+
+
+def test_a_relative_state_file_is_refused(files):
+    _, path = files
+    path.write_text(SIMULATED.format(state="state.json"))
+    with pytest.raises(PrivilegeRefused, match="not an absolute path"):
+        backend.load_from([str(path)], "sim")
 
 
 def test_a_symlink_is_judged_by_what_it_points_at(files, tmp_path):
@@ -148,6 +198,23 @@ def test_a_daemon_started_with_a_config_dir_serves_nothing(tmp_path):
             commands.vg_report(SECTION, timeout_s=30)
     finally:
         cfg.CONF.clear_override("helper_command", group=CONFIG_SECTION)
+        close_lab()
+
+
+def test_the_helper_command_of_the_backends_file_starts_the_daemon_as_written(tmp_path):
+    """A standalone driver takes ``[lvm_driver_privileged] helper_command`` from its
+    config file as written (what a sudoers rule pinning privsep-helper's argv needs),
+    before the ``lvm_root_helper`` prefix."""
+    lab = make_lab(tmp_path / "lab")
+    forget_helper()
+    written = f"{root_helper()} privsep-helper --config-file {lab.conf}"
+    with open(lab.conf, "a") as conf:
+        conf.write(f"\n[{CONFIG_SECTION}]\nhelper_command = {written}\n")
+    try:
+        use_helper("false", [str(lab.conf)])  # the prefix alone would start nothing
+        assert cfg.CONF[CONFIG_SECTION].helper_command == written
+        assert commands.vg_report(SECTION, timeout_s=30)["exit_code"] == 0
+    finally:
         close_lab()
 
 

@@ -11,7 +11,7 @@ import sys
 import pytest
 
 from driver_kit import GiB, validate_stats
-from lvm_driver import mda
+from lvm_driver import mda, pool_facts
 from lvm_driver.executor import LVMError
 from lvm_driver.lvm import VolumeGroup
 from lvm_driver.report_cache import DeviceSources, PoolStatusError, sources_of
@@ -127,6 +127,45 @@ def test_the_figures_are_the_same_reused_or_read_anew(sim, tmp_path):
         [pool_figures({"pools": [p]}) for p in reused["pools"]]
     vg = VolumeGroup("dkvg", executor=sim.executor())  # another reader, read anew
     assert vg.report().get_lv("pool") == driver.vg.report().get_lv("pool")
+
+
+def test_a_refresh_with_nothing_changed_recomputes_nothing_from_the_report(
+        sim, tmp_path, monkeypatch):
+    """What the report alone decides (its check, the sums over every LV, the thick
+    pool) is computed once per report: a refresh reusing it only lays the pool's usage
+    from device-mapper over it, so its cost does not grow with the LV count."""
+    driver = make(tmp_path, lvm_offer_thick=True)
+    for i in range(3):
+        driver.create_volume(f"volume-{i}", 1)
+    driver.get_volume_stats(refresh=True)
+    computed = []
+    for name in ("_implausible", "_thin_contents", "_thick_pool_facts"):
+        real = getattr(pool_facts, name)
+        monkeypatch.setattr(pool_facts, name,
+                            lambda *a, _real=real, _name=name: computed.append(_name)
+                            or _real(*a))
+    before = driver.get_volume_stats(refresh=True)
+    sim.write_data("dkvg", "volume-0", 500 * MiB)  # usage, not metadata
+    after = driver.get_volume_stats(refresh=True)
+    assert computed == []
+    assert after["pools"][0]["free_capacity_gb"] < before["pools"][0]["free_capacity_gb"]
+    operator(sim.state_file, "lvcreate", "-T", "-V", "1g", "-n", "theirs", "dkvg/pool")
+    changed = driver.get_volume_stats(refresh=True)
+    assert sorted(computed) == ["_implausible", "_thick_pool_facts", "_thin_contents"]
+    assert changed["pools"][0]["provisioned_capacity_gb"] == \
+        before["pools"][0]["provisioned_capacity_gb"] + 1
+
+
+def test_a_report_changed_beyond_usage_computes_anew(sim):
+    report = VolumeGroup("dkvg", executor=sim.executor()).report()
+    index = [lv.name for lv in report.lvs].index("pool")
+    pool = report.lvs[index]
+    assert report.derived("size", lambda r: r.get_lv("pool").size_bytes) == pool.size_bytes
+    usage = report.with_lvs({index: pool._replace(data_percent=50.0)})
+    assert usage.derived("size", lambda r: 0) == pool.size_bytes  # kept: usage only
+    grown = report.with_lvs({index: pool._replace(size_bytes=pool.size_bytes * 2)})
+    assert grown.derived("size", lambda r: r.get_lv("pool").size_bytes) == \
+        pool.size_bytes * 2
 
 
 def test_a_faulted_read_reuses_nothing_afterwards(sim, tmp_path):
