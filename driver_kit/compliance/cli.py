@@ -37,7 +37,7 @@ def build_parser(prog: str = "driver-kit check") -> argparse.ArgumentParser:
 
 def _run(args: argparse.Namespace, scratch: str) -> int:
     values, overrides = vars(args), {}
-    if not args.driver and not args.config_files:
+    if not args.driver and not args.config_files and not args.cinder_driver:
         overrides = default_overrides(os.path.join(scratch, "simulator.json"))
         values = {**values, "backend": args.backend or DEFAULT_BACKEND}
     try:
