@@ -68,11 +68,12 @@ def cinder_lvm_hooks(executor: Callable[[], LVMExecutor] = LVMExecutor) -> Compl
     def create_out_of_band(driver: Any, name: str, size_gb: int, pool_name: str) -> None:
         vg(driver).create_thin_volume(name, size_gb * GiB, pool=_where(driver)[1])
 
+    # a volume made out of band is renamed when Cinder manages it (manage_existing)
     def resize_out_of_band(driver: Any, name: str, new_size_gb: float) -> None:
-        vg(driver).extend(name, round(new_size_gb * GiB))
+        vg(driver).extend(driver.backend_name(name), round(new_size_gb * GiB))
 
     def delete_out_of_band(driver: Any, name: str) -> None:
-        vg(driver).delete(name)
+        vg(driver).delete(driver.backend_name(name))
 
     return ComplianceHooks(read_truth=read_truth, create_out_of_band=create_out_of_band,
                            resize_out_of_band=resize_out_of_band,

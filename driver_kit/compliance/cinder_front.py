@@ -21,6 +21,7 @@ import warnings
 from dataclasses import dataclass
 from typing import Any, Mapping, Sequence
 
+from driver_kit.driver import VolumeInfo
 from driver_kit.exceptions import ConfigError, VolumeNotFound
 
 __all__ = ["ADMISSION_CHECKS", "CINDER_MANAGER_GUARDS", "CinderDriver", "CinderSettings",
@@ -155,9 +156,12 @@ class CinderDriver:
     """A Cinder volume driver behind the kit's operations API, with Cinder's objects.
 
     Names are the checks' own; each maps to the Cinder object made for it (whose
-    backend name is Cinder's, e.g. ``volume-<id>``: ``backend_name`` translates).
-    Cinder's exceptions pass through, except that an operation on a name never
-    created raises the kit's ``VolumeNotFound``.
+    backend name is Cinder's, e.g. ``volume-<id>``: ``backend_name`` translates). A
+    volume made outside Cinder is brought in as ``cinder manage`` does
+    (``manage_existing_get_size``, ``manage_existing``) when first acted on.
+    Cinder's exceptions pass through, except that a name neither made nor manageable
+    raises the kit's ``VolumeNotFound``. Operations return the ``VolumeInfo`` Cinder's
+    objects then hold (sizes whole GiB, as Cinder's API shows them).
     """
 
     def __init__(self, driver: Any, cinder: _Cinder, *, backend: str, host: str) -> None:
@@ -207,9 +211,32 @@ class CinderDriver:
     def _volume(self, name: str) -> Any:
         with self._lock:
             volume = self._volumes.get(name)
-        if volume is None:
-            raise VolumeNotFound(f"no volume {name!r} was made through Cinder's objects")
+        return volume if volume is not None else self._manage(name)
+
+    def _manage(self, name: str) -> Any:
+        """Backend volume ``name`` as one of Cinder's, as ``cinder manage`` makes it."""
+        driver = self.cinder_driver
+        if not callable(getattr(driver, "manage_existing", None)):
+            raise VolumeNotFound(f"no volume {name!r} was made through Cinder's objects, "
+                                 f"and the driver cannot manage one")
+        reference = {"source-name": name}
+        volume = self._new_volume(name, 1, None)
+        try:
+            volume.size = driver.manage_existing_get_size(volume, reference)
+            volume.save()
+            update = driver.manage_existing(volume, reference)
+        except Exception as exc:
+            self._forget(self._volumes, name)
+            if type(exc).__name__ == "ManageExistingInvalidReference":
+                raise VolumeNotFound(f"no volume {name!r}: {exc}") from exc
+            raise
+        self._apply(volume, update, status="available")
         return volume
+
+    def _info(self, name: str, volume: Any, size_gb: int | None = None) -> VolumeInfo:
+        pool = volume.host.partition("#")[2] or self.backend
+        return VolumeInfo(name=name, size_gb=int(size_gb or volume.size), pool_name=pool,
+                          thin=True)
 
     # ------------------------------------------------------------ objects
     def _new_volume(self, name: str, size_gb: int, pool_name: str | None,
@@ -235,7 +262,7 @@ class CinderDriver:
     # ------------------------------------------------------------ operations
     def create_volume(self, name: str, size_gb: int, *,
                       extra_specs: Mapping[str, Any] | None = None,
-                      pool_name: str | None = None) -> None:
+                      pool_name: str | None = None) -> VolumeInfo:
         """``create_volume(volume)`` on a new Volume of ``size_gb`` GiB."""
         with self._lock:
             taken = name in self._volumes
@@ -248,6 +275,7 @@ class CinderDriver:
             self._forget(self._volumes, name)
             raise
         self._apply(volume, update, status="available")
+        return self._info(name, volume)
 
     def _apply(self, made: Any, update: Any, *, status: str) -> None:
         if isinstance(update, dict):
@@ -265,15 +293,16 @@ class CinderDriver:
         self.cinder_driver.delete_volume(volume)
         self._forget(self._volumes, name)
 
-    def extend_volume(self, name: str, new_size_gb: int, **_: Any) -> None:
+    def extend_volume(self, name: str, new_size_gb: int, **_: Any) -> VolumeInfo:
         """``extend_volume(volume, new_size)``, then the volume's new size recorded, as the
         volume manager does."""
         volume = self._volume(name)
         self.cinder_driver.extend_volume(volume, int(new_size_gb))
         volume.size = int(new_size_gb)
         volume.save()
+        return self._info(name, volume)
 
-    def create_snapshot(self, name: str, volume_name: str) -> None:
+    def create_snapshot(self, name: str, volume_name: str) -> VolumeInfo:
         """``create_snapshot(snapshot)`` on a new Snapshot of ``volume_name``."""
         volume = self._volume(volume_name)
         snapshot = self._cinder.objects.Snapshot(
@@ -290,6 +319,7 @@ class CinderDriver:
             self._forget(self._snapshots, name)
             raise
         self._apply(snapshot, update, status="available")
+        return self._info(name, volume, snapshot.volume_size)
 
     def delete_snapshot(self, name: str) -> None:
         """``delete_snapshot(snapshot)``; a name never snapshotted here is asked of the
@@ -314,7 +344,7 @@ class CinderDriver:
         self._forget(self._snapshots, name)
 
     def create_volume_from_snapshot(self, name: str, snapshot_name: str,
-                                    size_gb: int | None = None) -> None:
+                                    size_gb: int | None = None) -> VolumeInfo:
         """``create_volume_from_snapshot(volume, snapshot)``."""
         with self._lock:
             snapshot = self._snapshots.get(snapshot_name)
@@ -331,9 +361,10 @@ class CinderDriver:
             self._forget(self._volumes, name)
             raise
         self._apply(volume, update, status="available")
+        return self._info(name, volume)
 
     def create_cloned_volume(self, name: str, source_name: str,
-                             size_gb: int | None = None) -> None:
+                             size_gb: int | None = None) -> VolumeInfo:
         """``create_cloned_volume(volume, src_vref)``."""
         source = self._volume(source_name)
         pool = source.host.partition("#")[2] or None
@@ -345,3 +376,4 @@ class CinderDriver:
             self._forget(self._volumes, name)
             raise
         self._apply(volume, update, status="available")
+        return self._info(name, volume)
