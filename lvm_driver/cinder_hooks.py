@@ -53,9 +53,8 @@ def cinder_lvm_hooks(executor: Callable[[], LVMExecutor] = LVMExecutor) -> Compl
         volumes = []
         for lv in report.thin_volumes(pool_lv):
             snapshot = lv.name.startswith(_SNAPSHOT_PREFIXES)
-            cinder_name = lv.name[1:] if lv.name.startswith("_snapshot-") else lv.name
             volumes.append(VolumeTruth(
-                name=driver.check_name(cinder_name), pool_name=pool_name,
+                name=driver.check_name(lv.name), pool_name=pool_name,
                 size_bytes=lv.size_bytes, thin=True,
                 snapshot_of=(driver.check_name(lv.origin) if lv.origin else "")
                 if snapshot else None))
@@ -70,10 +69,10 @@ def cinder_lvm_hooks(executor: Callable[[], LVMExecutor] = LVMExecutor) -> Compl
 
     # a volume made out of band is renamed when Cinder manages it (manage_existing)
     def resize_out_of_band(driver: Any, name: str, new_size_gb: float) -> None:
-        vg(driver).extend(driver.backend_name(name), round(new_size_gb * GiB))
+        vg(driver).extend(driver.cinder_name(name), round(new_size_gb * GiB))
 
     def delete_out_of_band(driver: Any, name: str) -> None:
-        vg(driver).delete(driver.backend_name(name))
+        vg(driver).delete(driver.cinder_name(name))
 
     return ComplianceHooks(read_truth=read_truth, create_out_of_band=create_out_of_band,
                            resize_out_of_band=resize_out_of_band,

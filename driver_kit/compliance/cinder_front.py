@@ -43,7 +43,11 @@ CINDER_MANAGER_GUARDS: Mapping[str, str] = {
     "ops.missing-volume": "Cinder's volume manager acts only on volumes its database holds; "
                           "a missing one fails there, before the driver",
     "ops.extend-smaller": "Cinder's API refuses an extend that does not grow the volume "
-                          "(cinder/volume/api.py: API.extend)",
+                          "(cinder/volume/api.py: API._extend)",
+    "ops.device-path": "a Cinder driver's data path is its export (initialize_connection) "
+                       "and os-brick's attach, which this front end does not drive",
+    "failclosed.slow-backend": "Cinder's driver interface has no stats timeout: the volume "
+                               "manager's periodic task waits for get_volume_stats",
     "hooks.required": "backend hooks are optional for a Cinder driver; the checks needing "
                       "one skip without it",
 }
@@ -156,7 +160,7 @@ class CinderDriver:
     """A Cinder volume driver behind the kit's operations API, with Cinder's objects.
 
     Names are the checks' own; each maps to the Cinder object made for it (whose
-    backend name is Cinder's, e.g. ``volume-<id>``: ``backend_name`` translates). A
+    backend name is Cinder's, e.g. ``volume-<id>``: ``cinder_name`` translates). A
     volume made outside Cinder is brought in as ``cinder manage`` does
     (``manage_existing_get_size``, ``manage_existing``) when first acted on.
     Cinder's exceptions pass through, except that a name neither made nor manageable
@@ -194,17 +198,21 @@ class CinderDriver:
         return self.cinder_driver.get_volume_stats(refresh=refresh)
 
     # ------------------------------------------------------------ names
-    def backend_name(self, name: str) -> str:
+    def cinder_name(self, name: str) -> str:
         """The backend's name of what the checks call ``name`` (itself if not ours)."""
         with self._lock:
             made = self._volumes.get(name) or self._snapshots.get(name)
         return made.name if made is not None else name
 
     def check_name(self, backend_name: str) -> str:
-        """The checks' name of a backend volume or snapshot (itself if not ours)."""
+        """The checks' name of a backend volume or snapshot (itself if not ours). A
+        snapshot stored as ``_snapshot-<id>`` is Cinder's ``snapshot-<id>`` (LVM reserves
+        names starting with "snapshot"; Cinder's LVM driver escapes them so)."""
+        cinder_name = backend_name[1:] if backend_name.startswith("_snapshot-") \
+            else backend_name
         with self._lock:
             for name, made in (*self._volumes.items(), *self._snapshots.items()):
-                if made.name == backend_name:
+                if made.name == cinder_name:
                     return name
         return backend_name
 
@@ -220,7 +228,9 @@ class CinderDriver:
             raise VolumeNotFound(f"no volume {name!r} was made through Cinder's objects, "
                                  f"and the driver cannot manage one")
         reference = {"source-name": name}
-        volume = self._new_volume(name, 1, None)
+        # as an operator names it in `cinder manage HOST@BACKEND#POOL`: the one pool
+        pools = [p.get("pool_name") for p in self.get_volume_stats().get("pools") or ()]
+        volume = self._new_volume(name, 1, pools[0] if len(pools) == 1 else None)
         try:
             volume.size = driver.manage_existing_get_size(volume, reference)
             volume.save()

@@ -143,4 +143,4 @@ def adapter_hooks() -> ComplianceHooks:
 
 def _named(hook: Callable[..., Any]) -> Callable[..., Any]:
     return lambda driver, name, *args: hook(driver.cinder_driver.kit,
-                                            driver.backend_name(name), *args)
+                                            driver.cinder_name(name), *args)
