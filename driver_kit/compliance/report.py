@@ -14,6 +14,7 @@ __all__ = ["format_table", "hooks_line", "junit_xml", "report_to_dict", "write_j
 
 _MARK = {"passed": "PASS", "failed": "FAIL", "skipped": "SKIP", "errored": "ERROR",
          "delegated": "SCHEDULER"}
+_COUNTED = {"delegated": "relying on the scheduler"}
 
 
 def format_table(report: RunReport, *, reason_width: int = 100) -> str:
@@ -27,7 +28,7 @@ def format_table(report: RunReport, *, reason_width: int = 100) -> str:
             reason = reason[:reason_width - 3] + "..."
         rows.append((r.id, mark, reason))
     table = format_columns(rows, ("CHECK", "RESULT", "REASON"))
-    counts = ", ".join(f"{n} {s}" for s, n in report.counts().items())
+    counts = ", ".join(f"{n} {_COUNTED.get(s, s)}" for s, n in report.counts().items())
     return (f"{table}\n\n{hooks_line(report)}\n{report.driver}: {counts} in "
             f"{report.duration_s:.1f} s; exit code {report.exit_code}\n")
 

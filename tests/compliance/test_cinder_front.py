@@ -17,6 +17,8 @@ import pytest
 
 from driver_kit.compliance.cinder_front import ADMISSION_CHECKS, CINDER_MANAGER_GUARDS
 from driver_kit.compliance.options import build_runner
+from driver_kit.compliance.report import format_table, junit_xml
+from driver_kit.compliance.runner import CheckResult, RunReport
 from tests.compliance import cinder_lvm
 
 # found, not imported: importing Cinder here would import eventlet into this process
@@ -120,6 +122,18 @@ def test_usage_errors_say_what_to_give(values, message):
             "cinder_config": []}
     with pytest.raises(ValueError, match=message):
         build_runner({**base, **values})
+
+
+def test_relying_on_the_scheduler_is_reported_apart_and_never_blocks():
+    result = CheckResult(id="admission.create-over-cap", title="t", clause="c",
+                         severity="must", status="delegated",
+                         reason="relies on the scheduler: ...", duration_s=0.0)
+    report = RunReport(driver="d", started_at="now", duration_s=1.0, results=(result,),
+                       profile={})
+    assert report.exit_code == 0 and report.counts()["delegated"] == 1
+    table = format_table(report)
+    assert "SCHEDULER" in table and "1 relying on the scheduler" in table
+    assert '<skipped message="relies on the scheduler' in junit_xml(report)
 
 
 def test_every_check_not_for_cinder_is_in_the_catalogue():
