@@ -88,7 +88,7 @@ class _Cinder:
             objects.register_all()
             from cinder import context
             from cinder.db import migration
-            from cinder.volume import configuration, volume_types
+            from cinder.volume import configuration
             conf = cfg.CONF
             conf([arg for path in config_files for arg in ("--config-file", path)],
                  project="cinder", default_config_files=[])
@@ -96,11 +96,15 @@ class _Cinder:
             migration.db_sync()
         self.conf, self.objects, self.configuration = conf, objects, configuration
         self.context = context.RequestContext("driver-kit", "driver-kit", is_admin=True)
-        self.volume_types = volume_types
         self.files = tuple(config_files)
 
     @classmethod
     def get(cls, config_files: Sequence[str], database: str | None) -> "_Cinder":
+        if not config_files:
+            raise ConfigError("a Cinder driver needs its cinder.conf (--cinder-config)")
+        for path in config_files:
+            if not os.path.isfile(path):
+                raise ConfigError(f"no cinder.conf at {path!r}")
         with cls._lock:
             if cls._ready is None:
                 cls._ready = cls(config_files, database)
@@ -112,8 +116,8 @@ class _Cinder:
 
 def prepare_cinder(config_files: Sequence[str], database: str | None = None) -> None:
     """Import and set Cinder up now, in the calling thread: a front end calls it before
-    the runner starts its threads, as Cinder's import patches threading's internals
-    (a thread started before it is then never seen to end)."""
+    the runner starts its threads (imported first in a worker thread, Cinder left the
+    runner waiting for ever on that thread's end)."""
     _Cinder.get(config_files, database)
 
 
@@ -126,11 +130,6 @@ def build_cinder_driver(driver_path: str, config_files: Sequence[str], backend: 
     ``database``: an SQLAlchemy URL; by default a throwaway SQLite file, made once per
     process by Cinder's own migrations.
     """
-    if not config_files:
-        raise ConfigError("a Cinder driver needs its cinder.conf (--cinder-config)")
-    for path in config_files:
-        if not os.path.isfile(path):
-            raise ConfigError(f"no cinder.conf at {path!r}")
     cinder = _Cinder.get(config_files, database)
     if backend is None:
         enabled = list(cinder.conf.enabled_backends or [])

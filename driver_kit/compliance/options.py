@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Literal, Mapping
 
 from driver_kit.compliance.cinder_front import prepare_cinder
+from driver_kit.exceptions import ConfigError
 from driver_kit.compliance.runner import DriverSpec, Runner
 
 __all__ = ["OPTIONS", "Option", "add_options", "build_runner"]
@@ -104,7 +105,9 @@ def build_runner(values: Mapping[str, Any], *,
             raise ValueError("--cinder-driver needs its cinder.conf (--cinder-config)")
         try:
             prepare_cinder(values["cinder_config"])
-        except Exception as exc:  # Cinder's own config errors, a missing file
+        except ConfigError as exc:
+            raise ValueError(str(exc)) from None
+        except Exception as exc:  # Cinder's own: a bad option value, a database error
             raise ValueError(f"cannot set Cinder up: {type(exc).__name__}: {exc}") from None
         spec = DriverSpec(cinder_driver=values["cinder_driver"],
                           config_files=tuple(values["cinder_config"]),

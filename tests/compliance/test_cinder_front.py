@@ -97,7 +97,9 @@ def test_this_projects_cinder_adapter(tmp_path):
 def test_the_pytest_plugin_takes_a_cinder_driver_too(tmp_path):
     env = cinder_lvm.make_adapter_host(tmp_path)
     proc = subprocess.run(
-        [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-rs", "--rootdir", str(tmp_path),
+        # the plugin comes by its pytest11 entry point
+        [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-rs",
+         "--rootdir", str(tmp_path),
          "--driver-kit-cinder-driver", "contrib.cinder_adapter.DriverKitVolumeDriver",
          "--driver-kit-cinder-config", str(tmp_path / "cinder.conf"),
          "--driver-kit-backend", "kit-lvm",
@@ -115,6 +117,8 @@ def test_the_pytest_plugin_takes_a_cinder_driver_too(tmp_path):
     ({"cinder_driver": "x.Y", "cinder_config": ["c.conf"], "driver": "a:B"},
      "not --driver or --config-file"),
     ({"cinder_driver": "x.Y"}, "needs its cinder.conf"),
+    ({"cinder_driver": "x.Y", "cinder_config": ["/nonexistent/cinder.conf"]},
+     "no cinder.conf at '/nonexistent/cinder.conf'"),
 ])
 def test_usage_errors_say_what_to_give(values, message):
     base = {"driver": None, "config_files": [], "backend": None, "hooks": None,
