@@ -63,7 +63,7 @@ def _failed(args: argparse.Namespace, message: str, code: int) -> int:
 
 def _run(args: argparse.Namespace, scratch: str) -> int:
     values, overrides = vars(args), {}
-    if not args.driver and not args.config_files:
+    if not args.driver and not args.config_files and not args.cinder_driver:
         overrides = default_overrides(os.path.join(scratch, "simulator.json"))
         values = {**values, "backend": args.backend or DEFAULT_BACKEND}
     try:

@@ -11,6 +11,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Callable, Literal, Mapping
 
+from driver_kit.compliance.cinder_front import prepare_cinder
+from driver_kit.exceptions import ConfigError
 from driver_kit.compliance.runner import DriverSpec, Runner
 
 __all__ = ["OPTIONS", "Option", "add_options", "build_runner"]
@@ -46,6 +48,13 @@ OPTIONS: tuple[Option, ...] = (
         "help": "cinder.conf-style file with the backend section (repeatable)"}),
     Option("backend", "--backend", "--driver-kit-backend", {
         "metavar": "NAME", "help": "backend section (default: the one in enabled_backends)"}),
+    Option("cinder_driver", "--cinder-driver", "--driver-kit-cinder-driver", {
+        "metavar": "DOTTED.CLASS",
+        "help": "an existing Cinder volume driver class to check through Cinder's driver "
+                "interface (with --cinder-config and --backend)"}),
+    Option("cinder_config", "--cinder-config", "--driver-kit-cinder-config", {
+        "metavar": "FILE", "action": "append", "default": [],
+        "help": "the cinder.conf of --cinder-driver (repeatable)"}),
     Option("hooks", "--hooks", "--driver-kit-hooks", {
         "metavar": "MODULE:ATTR",
         "help": "ComplianceHooks (or a callable returning them); default: the driver "
@@ -86,7 +95,26 @@ def build_runner(values: Mapping[str, Any], *,
     timeout that is not positive, a scale below 1); each front end reports it as a
     usage error.
     """
-    spec = DriverSpec(driver=values["driver"], config_files=tuple(values["config_files"]),
-                      backend=values["backend"], overrides=dict(overrides or {}))
+    if values.get("cinder_config") and not values.get("cinder_driver"):
+        raise ValueError("--cinder-config goes with --cinder-driver")
+    if values.get("cinder_driver"):
+        if values["driver"] or values["config_files"]:
+            raise ValueError("--cinder-driver takes --cinder-config, not --driver or "
+                             "--config-file")
+        if not values.get("cinder_config"):
+            raise ValueError("--cinder-driver needs its cinder.conf (--cinder-config)")
+        try:
+            prepare_cinder(values["cinder_config"])
+        except ConfigError as exc:
+            raise ValueError(str(exc)) from None
+        except Exception as exc:  # Cinder's own: a bad option value, a database error
+            raise ValueError(f"cannot set Cinder up: {type(exc).__name__}: {exc}") from None
+        spec = DriverSpec(cinder_driver=values["cinder_driver"],
+                          config_files=tuple(values["cinder_config"]),
+                          backend=values["backend"])
+    else:
+        spec = DriverSpec(driver=values["driver"],
+                          config_files=tuple(values["config_files"]),
+                          backend=values["backend"], overrides=dict(overrides or {}))
     return Runner(spec=spec, hooks_path=values["hooks"], only=values["only"],
                   timeout_s=values["timeout"], scale=values["scale"])

@@ -12,7 +12,9 @@ from driver_kit.tables import format_columns
 __all__ = ["format_table", "hooks_line", "junit_xml", "report_to_dict", "write_json",
            "write_junit"]
 
-_MARK = {"passed": "PASS", "failed": "FAIL", "skipped": "SKIP", "errored": "ERROR"}
+_MARK = {"passed": "PASS", "failed": "FAIL", "skipped": "SKIP", "errored": "ERROR",
+         "delegated": "SCHEDULER"}
+_COUNTED = {"delegated": "relying on the scheduler"}
 
 
 def format_table(report: RunReport, *, reason_width: int = 100) -> str:
@@ -26,7 +28,7 @@ def format_table(report: RunReport, *, reason_width: int = 100) -> str:
             reason = reason[:reason_width - 3] + "..."
         rows.append((r.id, mark, reason))
     table = format_columns(rows, ("CHECK", "RESULT", "REASON"))
-    counts = ", ".join(f"{n} {s}" for s, n in report.counts().items())
+    counts = ", ".join(f"{n} {_COUNTED.get(s, s)}" for s, n in report.counts().items())
     return (f"{table}\n\n{hooks_line(report)}\n{report.driver}: {counts} in "
             f"{report.duration_s:.1f} s; exit code {report.exit_code}\n")
 
@@ -71,7 +73,8 @@ def junit_xml(report: RunReport) -> str:
     suite = ET.SubElement(suites, "testsuite", {
         "name": f"driver-kit compliance: {report.driver}",
         "tests": str(len(report.results)), "failures": str(counts["failed"]),
-        "errors": str(counts["errored"]), "skipped": str(counts["skipped"]),
+        "errors": str(counts["errored"]),
+        "skipped": str(counts["skipped"] + counts.get("delegated", 0)),
         "time": f"{report.duration_s:.3f}", "timestamp": report.started_at})
     props = ET.SubElement(suite, "properties")
     for key, value in report.profile.items():
@@ -88,7 +91,7 @@ def junit_xml(report: RunReport) -> str:
         elif r.status == "errored":
             ET.SubElement(case, "error", {"message": r.reason,
                                           "type": r.severity}).text = detail
-        elif r.status == "skipped":
+        elif r.status in ("skipped", "delegated"):
             ET.SubElement(case, "skipped", {"message": r.reason})
     ET.indent(suites)
     return ET.tostring(suites, encoding="unicode", xml_declaration=True) + "\n"

@@ -24,6 +24,7 @@ from driver_kit.compliance.checks import (BY_ID, CATALOGUE, SETUP, Check, CheckC
                                           CheckError, CheckFailed, CheckSkipped,
                                           ComplianceHooks, find_checks, set_up)
 from driver_kit.compliance.checks.tour import walk
+from driver_kit.compliance.cinder_front import ADMISSION_CHECKS, CINDER_MANAGER_GUARDS
 from driver_kit.compliance.hooks import REQUIRED_HOOKS, find_hooks
 from driver_kit.compliance.spec import DriverSpec, LoadError, load_driver
 from driver_kit.loading import import_object
@@ -31,7 +32,9 @@ from driver_kit.loading import import_object
 __all__ = ["CheckResult", "DriverSpec", "LoadError", "RunReport", "Runner", "load_driver",
            "load_hooks", "run_checks"]
 
-Status = Literal["passed", "failed", "skipped", "errored"]
+#: "delegated": the check rests on the kit's admission, which for a Cinder driver is the
+#: scheduler's job (reported as "relies on the scheduler", never blocking)
+Status = Literal["passed", "failed", "skipped", "errored", "delegated"]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -68,9 +71,10 @@ class RunReport:
         return 1 if any(r.blocking for r in self.results) else 0
 
     def counts(self) -> dict[str, int]:
+        """Results by status ("delegated" only when a run has some)."""
         out = dict.fromkeys(("passed", "failed", "skipped", "errored"), 0)
         for r in self.results:
-            out[r.status] += 1
+            out[r.status] = out.get(r.status, 0) + 1
         return out
 
     def by_status(self, *statuses: str) -> set[str]:
@@ -317,6 +321,11 @@ class Runner:
                                  severity=check.severity, status="errored",
                                  reason=f"not run: driver.setup {setup.status}: "
                                         f"{setup.reason}", duration_s=0.0)
+        elif (why_not := self._not_for_cinder(check)) is not None:
+            status, reason = why_not
+            result = CheckResult(id=check.id, title=check.title, clause=check.clause,
+                                 severity=check.severity, status=status, reason=reason,
+                                 duration_s=0.0)
         elif missing := self.hooks.missing(check.hooks):
             wrong = [name for name in missing if name in self._bad_hooks]
             why = "whose signature is wrong" if wrong == missing else \
@@ -332,6 +341,18 @@ class Runner:
             result = self._execute(check, lambda: check.run(ctx), ctx.cleanup)
         self._results[check.id] = result
         return result
+
+    def _not_for_cinder(self, check: Check) -> tuple[Status, str] | None:
+        """For a Cinder driver: the verdict of a check that does not apply to one."""
+        if self._spec is None or not self._spec.cinder_driver:
+            return None
+        if check.id in ADMISSION_CHECKS:
+            return "delegated", ("relies on the scheduler: for a Cinder driver, enforcing "
+                                 "the cap is Cinder's scheduler's job (its CapacityFilter), "
+                                 "not the driver's")
+        if check.id in CINDER_MANAGER_GUARDS:
+            return "skipped", f"not for a Cinder driver: {CINDER_MANAGER_GUARDS[check.id]}"
+        return None
 
     def run(self, on_result: Callable[[CheckResult], None] | None = None) -> RunReport:
         """Set up, run every selected check, and build the report; ``on_result`` hears of

@@ -23,16 +23,19 @@ class DriverSpec:
     ``driver`` is ``module:Class`` (or ``module.Class``); without it the backend
     section's ``volume_driver`` is used. ``backend`` defaults to the one backend
     in ``enabled_backends``. ``overrides`` win over the file (e.g. ``lock_path``).
+    ``cinder_driver`` names an existing Cinder driver class instead (dotted path),
+    configured by ``config_files`` as cinder.conf (``compliance.cinder_front``).
     """
 
     driver: str | None = None
+    cinder_driver: str | None = None
     config_files: tuple[str, ...] = ()
     backend: str | None = None
     overrides: Mapping[str, Any] = field(default_factory=dict)
 
     def describe(self) -> str:
-        parts = [self.driver or self.overrides.get("volume_driver")
-                 or "volume_driver of the config"]
+        parts = [self.driver or (self.cinder_driver and f"Cinder driver {self.cinder_driver}")
+                 or self.overrides.get("volume_driver") or "volume_driver of the config"]
         parts += [f"config {path}" for path in self.config_files]
         if self.backend:
             parts.append(f"backend {self.backend}")
@@ -50,6 +53,11 @@ def load_driver(spec: DriverSpec) -> Callable[[], VolumeDriver]:
     """
     def factory() -> VolumeDriver:
         try:
+            if spec.cinder_driver:
+                # imported here: Cinder (and eventlet) only for a Cinder driver
+                from driver_kit.compliance.cinder_front import build_cinder_driver
+                return build_cinder_driver(  # type: ignore[return-value]
+                    spec.cinder_driver, spec.config_files, spec.backend)
             return build_driver(list(spec.config_files), spec.backend,
                                 driver_path=spec.driver,
                                 overrides=dict(spec.overrides) or None)

@@ -77,7 +77,7 @@ class ComplianceTestCase(testtools.TestCase):
                         only=[check_id], timeout_s=self.check_timeout_s)
         result = runner.run_one(check_id)
         text = f"{result.id} [{result.severity}]: {result.reason}\nclause: {result.clause}"
-        if result.status == "skipped":
+        if result.status in ("skipped", "delegated"):
             self.skipTest(result.reason)
         elif result.status == "errored":
             raise ComplianceError(text)

@@ -48,7 +48,9 @@ def opts(*specs: str) -> dict[str, tuple[str, bool]]:
 COMMON_OPTIONS = opts("-v --verbose", "-q --quiet", "-d --debug", "-y --yes", "-A --autobackup=",
                       "--config=", "--nolocking", "--noudevsync", "--readonly", "-f --force")
 REPORT_OPTIONS = opts("-o --options=", "--reportformat=", "--units=", "--nosuffix",
-                      "--noheadings", "--separator=", "-S --select=", "-O --sort=")
+                      "--noheadings", "--separator=", "-S --select=", "-O --sort=",
+                      # a no-op where no VG is clustered, as none is here
+                      "--ignoreskippedcluster")
 #: Options the emulator recognises but does not emulate: refused, never ignored.
 _UNSUPPORTED = {"select", "sort", "resizefs", "chunksize"}
 
@@ -63,6 +65,19 @@ def _value(attached: str | None, items: Sequence[str], i: int,
     if i < len(items):
         return items[i], i + 1
     raise parse_error(missing)
+
+def _long_option(command: str, name: str, spec: dict[str, tuple[str, bool]]) -> str:
+    """``name`` as getopt_long reads it: exact, else the one long option it begins
+    (LVM takes ``--unit`` for ``--units``, as Cinder's LVM code spells it)."""
+    if name in spec:
+        return name
+    found = {spec[o][0]: o for o in spec if o.startswith(name) and o.startswith("--")}
+    if len(found) == 1:
+        return next(iter(found.values()))
+    if found:
+        raise parse_error(f"{command}: option '{name}' is ambiguous")
+    raise parse_error(f"{command}: unrecognized option '{name}'")
+
 
 def parse_args(command: str, argv: Sequence[str],
                spec: dict[str, tuple[str, bool]]) -> Args:
@@ -82,8 +97,7 @@ def parse_args(command: str, argv: Sequence[str],
             continue
         if item.startswith("--"):
             name, eq, inline = item.partition("=")
-            if name not in spec:
-                raise parse_error(f"{command}: unrecognized option '{name}'")
+            name = _long_option(command, name, spec)
             key, takes_value = spec[name]
             if takes_value:
                 value, i = _value(inline if eq else None, items, i,

@@ -23,7 +23,7 @@ from lvm_driver.simulator.lv_change import (cmd_lvchange, cmd_lvconvert, cmd_lve
                                             cmd_lvremove, cmd_lvrename)
 from lvm_driver.simulator.lv_create import cmd_lvcreate
 from lvm_driver.simulator.pv_vg import cmd_pvcreate, cmd_vgcreate, cmd_vgextend
-from lvm_driver.simulator.reports import cmd_lvs, cmd_pvs, cmd_vgs
+from lvm_driver.simulator.reports import cmd_lvdisplay, cmd_lvs, cmd_pvs, cmd_vgs
 from lvm_driver.simulator.session import Output, Session
 
 LVM_VERSION_TEXT: Final = (
@@ -50,6 +50,9 @@ class Command:
 
 COMMANDS: Final[dict[str, Command]] = {
     "lvs": Command(cmd_lvs, {**COMMON_OPTIONS, **REPORT_OPTIONS, **opts("-a --all")}),
+    # Cinder's LVM code asks ``lvdisplay -C`` for single columns: the lvs report
+    "lvdisplay": Command(cmd_lvdisplay, {**COMMON_OPTIONS, **REPORT_OPTIONS,
+                                         **opts("-C --columns", "-a --all")}),
     "vgs": Command(cmd_vgs, {**COMMON_OPTIONS, **REPORT_OPTIONS}),
     "pvs": Command(cmd_pvs, {**COMMON_OPTIONS, **REPORT_OPTIONS}),
     "lvcreate": Command(cmd_lvcreate, {**COMMON_OPTIONS, **opts(
@@ -71,7 +74,8 @@ COMMANDS: Final[dict[str, Command]] = {
     "vgextend": Command(cmd_vgextend, {**COMMON_OPTIONS, **opts("--setphysicalvolumesize=")}),
 }
 #: commands that only report (``lvm version`` and ``lvm segtypes`` by subcommand)
-READ_ONLY_COMMANDS: Final = frozenset({"lvs", "vgs", "pvs", "version", "segtypes"})
+READ_ONLY_COMMANDS: Final = frozenset({"lvs", "lvdisplay", "vgs", "pvs", "version",
+                                        "segtypes"})
 #: tools that are not LVM but run on its LVs (their own arguments, no ``lvm`` form)
 OTHER_TOOLS: Final[dict[str, Callable[[Session, list[str]], None]]] = {"dd": cmd_dd}
 

@@ -16,7 +16,7 @@ from lvm_driver.simulator.session import Session
 from lvm_driver.simulator.sizes import format_size
 
 _SIZE_FIELDS = {"vg_size", "vg_free", "vg_extent_size", "lv_size", "lv_metadata_size",
-                "pv_size", "dev_size"}
+                "pv_size", "pv_free", "dev_size"}
 _COUNT_FIELDS = {"vg_extent_count", "vg_free_count", "lv_count", "pv_count",
                  "snap_count", "vg_seqno", "pv_mda_count", "vg_mda_count"}
 _LV_FIELDS = ("lv_name", "lv_size", "lv_attr", "lv_layout", "lv_role", "pool_lv",
@@ -26,12 +26,12 @@ _LV_FIELDS = ("lv_name", "lv_size", "lv_attr", "lv_layout", "lv_role", "pool_lv"
 _VG_FIELDS = ("vg_name", "vg_size", "vg_free", "vg_extent_size", "vg_uuid",
               "vg_extent_count", "vg_free_count", "lv_count", "pv_count", "snap_count",
               "vg_attr", "vg_seqno", "vg_mda_count")
-_PV_FIELDS = ("pv_name", "pv_uuid", "pv_fmt", "pv_mda_count", "pv_size", "dev_size",
-              "pv_attr")
+_PV_FIELDS = ("pv_name", "pv_uuid", "pv_fmt", "pv_mda_count", "pv_size", "pv_free",
+              "dev_size", "pv_attr")
 _HEADINGS = {
     "vg_mda_count": "#VMda", "pv_name": "PV", "pv_uuid": "PV UUID", "pv_fmt": "Fmt",
     "pv_mda_count": "#PMda",
-    "pv_size": "PSize", "dev_size": "DevSize", "pv_attr": "Attr",
+    "pv_size": "PSize", "pv_free": "PFree", "dev_size": "DevSize", "pv_attr": "Attr",
     "lv_name": "LV", "vg_name": "VG", "lv_attr": "Attr", "lv_size": "LSize",
     "pool_lv": "Pool", "origin": "Origin", "data_percent": "Data%",
     "metadata_percent": "Meta%", "move_pv": "Move", "mirror_log": "Log",
@@ -55,16 +55,17 @@ _DEFAULT_COLUMNS = {
 
 def report_columns(args: Args) -> list[str]:
     """The fields ``-o`` asks for (``+`` adds to the defaults), by their full names."""
+    command = "lvs" if args.command == "lvdisplay" else args.command
     known = {"lvs": _LV_FIELDS + _VG_FIELDS, "pvs": _PV_FIELDS + _VG_FIELDS}.get(
-        args.command, _VG_FIELDS)
-    prefix = {"lvs": "lv_", "pvs": "pv_"}.get(args.command, "vg_")
+        command, _VG_FIELDS)
+    prefix = {"lvs": "lv_", "pvs": "pv_"}.get(command, "vg_")
     columns: list[str] = []
     options = args.all("options")
     if not options or options[0].startswith("+"):
-        columns += _DEFAULT_COLUMNS[args.command]
+        columns += _DEFAULT_COLUMNS[command]
     for option in options:
         for name in option.lstrip("+").split(","):
-            name = name.strip()
+            name = name.strip().lower()  # LVM matches field names regardless of case
             if not name:
                 continue
             if name not in known and prefix + name in known:

@@ -13,10 +13,10 @@ from typing import Any
 
 from lvm_driver.simulator.args import Args
 from lvm_driver.simulator.cow import cow_snapshots_of
-from lvm_driver.simulator.errors import EXIT_FAILED, Fail
+from lvm_driver.simulator.errors import EXIT_FAILED, EXIT_INVALID, Fail
 from lvm_driver.simulator.report_format import emit_report, report_columns
 from lvm_driver.simulator.session import Session, thin_lvs
-from lvm_driver.simulator.sizes import percent_text
+from lvm_driver.simulator.sizes import PV_METADATA_BYTES, percent_text
 
 
 def _lv_attr(session: Session, vg: dict[str, Any], lv: dict[str, Any], name: str) -> str:
@@ -174,6 +174,13 @@ def _report_vg(session: Session, vg_name: str) -> dict[str, Any] | None:
         return None
 
 
+def cmd_lvdisplay(session: Session, args: Args) -> None:
+    """``lvdisplay -C``: the lvs report; the multi-line form is not emulated."""
+    if not args.has("columns"):
+        raise Fail(EXIT_INVALID, "lvdisplay without -C is not emulated by the LVM simulator.")
+    cmd_lvs(session, args)
+
+
 def cmd_lvs(session: Session, args: Args) -> None:
     """``lvs [VG|VG/LV...]``: one row per LV, sorted by name within each VG."""
     columns = report_columns(args)
@@ -222,11 +229,27 @@ def cmd_vgs(session: Session, args: Args) -> None:
         raise Fail(EXIT_FAILED)
 
 
+def _pv_free(session: Session) -> dict[str, int]:
+    """Each PV's free bytes: a VG's used extents taken from its PVs in name order (the
+    simulator does not place extents on PVs; one PV per VG, the usual case, is exact)."""
+    free: dict[str, int] = {}
+    for vg in session.state["vgs"].values():
+        extent = vg["extent_size"]
+        used = vg["extent_count"] - session.free_extents(vg)
+        for device in sorted(vg["pvs"]):
+            own = (session.state["pvs"][device]["size"] - PV_METADATA_BYTES) // extent
+            taken = min(own, used)
+            used -= taken
+            free[device] = (own - taken) * extent
+    return free
+
+
 def cmd_pvs(session: Session, args: Args) -> None:
     """``pvs [PV...]``: one row per PV (each with one metadata area), its VG's fields too."""
     columns = report_columns(args)
     rows = []
     failed = False
+    free = _pv_free(session)
     for device in args.positionals or sorted(session.state["pvs"]):
         pv = session.state["pvs"].get(device)
         if pv is None:
@@ -236,7 +259,8 @@ def cmd_pvs(session: Session, args: Args) -> None:
         vg = session.state["vgs"].get(pv["vg"]) if pv["vg"] else None
         row = {"pv_name": device, "pv_uuid": pv["uuid"], "pv_fmt": "lvm2",
                "pv_mda_count": 1, "pv_size": pv["size"], "dev_size": pv["size"],
-               "pv_attr": "a--" if vg else "---", "vg_name": pv["vg"] or ""}
+               "pv_attr": "a--" if vg else "---", "vg_name": pv["vg"] or "",
+               "pv_free": free.get(device, pv["size"])}
         if vg is not None:
             row = {**_vg_row(session, vg), **row}
         rows.append(row)

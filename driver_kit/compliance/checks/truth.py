@@ -143,13 +143,24 @@ def _ratio_and_reserved(pool: dict[str, Any], expected: Expected) -> str | None:
 
 
 def _form_errors(report: Any) -> set[str]:
-    """The fields ``validate_stats`` flags (left to the report rules)."""
-    return {v.field for v in validate_stats(report)}
+    """The fields ``validate_stats`` flags (left to the report rules); free above total
+    flags both, as either may be the wrong one."""
+    flagged = set()
+    for v in validate_stats(report):
+        flagged.add(v.field)
+        if v.id == "free-le-total":
+            flagged.add(v.field.replace("free_capacity_gb", "total_capacity_gb"))
+    return flagged
 
 
 def problems_in(report: Any, truth: BackendTruth, settings: Settings,
-                compare: Comparison) -> list[str]:
-    """What ``compare`` finds wrong in one report, pool by pool, against ``truth``."""
+                compare: Comparison, reads: tuple[str, ...] | None = None) -> list[str]:
+    """What ``compare`` finds wrong in one report, pool by pool, against ``truth``.
+
+    A pool whose form the report rules flag is left to them: wholly, or, when the
+    comparison says which fields it ``reads``, only if one of those is flagged (a
+    malformed ratio must not hide a wrong total).
+    """
     if not isinstance(report, dict):
         return []
     flagged, problems = _form_errors(report), []
@@ -158,7 +169,10 @@ def problems_in(report: Any, truth: BackendTruth, settings: Settings,
             continue
         expected = expected_pool(truth, str(pool.get("pool_name")), settings,
                                  thin=pool.get("thin_provisioning_support") is True)
-        if expected is None or any(f.startswith(f"pools[{index}]") for f in flagged):
+        at = f"pools[{index}]"
+        left = {at} | {f"{at}.{name}" for name in reads} if reads is not None else None
+        if expected is None or any(f in left if left is not None else f.startswith(at)
+                                   for f in flagged):
             continue
         problem = compare(pool, expected)
         if problem:
@@ -172,7 +186,8 @@ def agrees(report: Any, truth: BackendTruth, settings: Settings) -> bool:
                    for compare in _COMPARISONS.values())
 
 
-def _pool_problems(ctx: CheckContext, compare: Comparison) -> tuple[int, list[str]]:
+def _pool_problems(ctx: CheckContext, compare: Comparison,
+                   reads: tuple[str, ...] | None) -> tuple[int, list[str]]:
     """(states judged, problems) of one field over the tour."""
     tour, problems, states = ctx.tour(), [], 0
     for obs in tour.observations:
@@ -180,13 +195,14 @@ def _pool_problems(ctx: CheckContext, compare: Comparison) -> tuple[int, list[st
             continue
         states += 1
         problems += [f"{obs.label}: {problem}" for problem in
-                     problems_in(obs.report, obs.truth, obs.settings, compare)]
+                     problems_in(obs.report, obs.truth, obs.settings, compare, reads)]
     return states, problems
 
 
-def _truth_check(compare: Comparison) -> Callable[[CheckContext], str]:
+def _truth_check(compare: Comparison,
+                 reads: tuple[str, ...]) -> Callable[[CheckContext], str]:
     def run(ctx: CheckContext) -> str:
-        states, problems = _pool_problems(ctx, compare)
+        states, problems = _pool_problems(ctx, compare, reads)
         if problems:
             more = f" (and {len(problems) - 3} more)" if len(problems) > 3 else ""
             raise CheckFailed("; ".join(problems[:3]) + more)
@@ -245,11 +261,20 @@ def _snapshot_capacity(pool: dict[str, Any], expected: Expected) -> str | None:
 
 def _truth(id_: str, title: str, clause: str, severity: str = "must") -> Check:
     return Check(id=id_, title=title, clause=clause, severity=severity, kind="report",
-                 run=_truth_check(_COMPARISONS[id_]), hooks=TRUTH)
+                 run=_truth_check(_COMPARISONS[id_], _READS[id_]), hooks=TRUTH)
 
 
 _ROUNDING = (f"{QUEENS}, Terminology: GiB, 2 decimals; the kit's conservative rounding "
              f"(total and free down, provisioned up)")
+
+#: the report fields each comparison reads
+_READS: dict[str, tuple[str, ...]] = {
+    "truth.total": ("total_capacity_gb",), "truth.free": ("free_capacity_gb",),
+    "truth.provisioned": ("provisioned_capacity_gb",),
+    "truth.total-volumes": ("total_volumes",), "truth.total-volumes-group": ("total_volumes",),
+    "truth.snapshot-capacity": ("snapshot_capacity_gb",),
+    "truth.ratio": ("max_over_subscription_ratio", "reserved_percentage"),
+}
 
 _COMPARISONS: dict[str, Comparison] = {
     "truth.total": _differs("total_capacity_gb", "rounded down", "total_gb"),
