@@ -162,9 +162,18 @@ class RabbitMQ:
         return counts
 
     def start(self, timeout_s: float = 60) -> None:
+        """Started once its AMQP port takes connections (its listeners open last); not
+        ``rabbitmqctl await_startup``, an Erlang VM start per look (a minute without KVM)."""
         self.server.start()
-        wait_for("RabbitMQ started", lambda: self._ctl("await_startup", "--timeout", "5")
+        wait_for("RabbitMQ started", lambda: self._listening()
                  or not self.server.running() and self._died(), timeout_s, interval_s=0.5)
+
+    def _listening(self) -> bool:
+        try:
+            socket.create_connection(("127.0.0.1", self.port), timeout=5).close()
+            return True
+        except OSError:
+            return False
 
     def _died(self) -> bool:
         raise RuntimeError(f"rabbitmq-server exited:\n{self.server.tail()}")
@@ -342,9 +351,11 @@ class Deployment:
 
 
 def start_deployment(workdir: Path, backends: dict[str, dict[str, Any]], *,
-                     patience: float = 1.0) -> Deployment:
+                     patience: float = 1.0,
+                     progress: Callable[[str], None] | None = None) -> Deployment:
     """Start every part (stopping what started if one fails); ``timings`` says how long each
-    took. ``patience`` multiplies every start's time limit (a VM without KVM is slow)."""
+    took, ``progress`` hears each as it ends. ``patience`` multiplies every start's time
+    limit (a VM without KVM is slow)."""
     timings: dict[str, float] = {}
     rabbit, database = RabbitMQ(workdir), MariaDB(workdir)
     cinder = Cinder(workdir, backends, rabbit.url, database.url)
@@ -358,12 +369,15 @@ def start_deployment(workdir: Path, backends: dict[str, dict[str, Any]], *,
             t0 = time.monotonic()
             step()
             timings[name] = time.monotonic() - t0
+            if progress:
+                progress(f"{name}: {timings[name]:.1f} s")
         t0 = time.monotonic()
         wait_for("every service up and every pool reported",
                  lambda: _all_reported(deployment, backends), 180 * patience, interval_s=1)
         timings["services up and pools reported"] = time.monotonic() - t0
     except BaseException:
-        logs = cinder.logs()
+        logs = "\n".join([cinder.logs(), f"----- rabbitmq\n{rabbit.server.tail()}",
+                          f"----- mariadb\n{database.server.tail()}"])
         deployment.stop()
         raise RuntimeError(f"the deployment did not start:\n{logs}")
     timings["total"] = time.monotonic() - begun
