@@ -162,9 +162,12 @@ class RabbitMQ:
         return counts
 
     def start(self, timeout_s: float = 60) -> None:
-        """Started once its AMQP port takes connections (its listeners open last); not
-        ``rabbitmqctl await_startup``, an Erlang VM start per look (a minute without KVM)."""
         self.server.start()
+        self.wait_started(timeout_s)
+
+    def wait_started(self, timeout_s: float) -> None:
+        """Until its AMQP port takes connections (its listeners open last); not
+        ``rabbitmqctl await_startup``, an Erlang VM start per look (a minute without KVM)."""
         wait_for("RabbitMQ started", lambda: self._listening()
                  or not self.server.running() and self._died(), timeout_s, interval_s=0.5)
 
@@ -239,6 +242,8 @@ class Cinder:
     backends: dict[str, dict[str, Any]]
     transport_url: str
     database_url: str
+    #: gunicorn kills a worker silent this long, its app's import included
+    api_worker_timeout_s: int = 120
     api_port: int = field(default_factory=free_port)
     services: dict[str, Service] = field(default_factory=dict)
 
@@ -267,7 +272,8 @@ class Cinder:
         self.services = {
             "api": Service("cinder-api", [
                 str(BIN / "gunicorn"), "--bind", f"127.0.0.1:{self.api_port}", "--workers", "1",
-                "--threads", "8", "--timeout", "120", "--chdir", str(REPO),
+                "--threads", "8", "--timeout", str(self.api_worker_timeout_s),
+                "--chdir", str(REPO),
                 "tests.ecosystem.cinder_api_wsgi:application"], logs / "api.log", env),
             "scheduler": Service("cinder-scheduler", [str(BIN / "cinder-scheduler"), *conf],
                                  logs / "scheduler.log", env),
@@ -296,6 +302,17 @@ class Cinder:
 
     def logs(self) -> str:
         return "\n".join(f"----- {s.name}\n{s.tail()}" for s in self.services.values())
+
+    def dump_stacks(self, wait_s: float = 10) -> None:
+        """Every green and native thread's stack into the scheduler's and volume's logs
+        (oslo.reports' Guru Meditation report, on SIGUSR2); gunicorn takes SIGUSR2 as
+        an upgrade, so cinder-api is left alone."""
+        for name in ("scheduler", "volume"):
+            service = self.services[name]
+            if service.running():
+                assert service.proc is not None
+                os.killpg(service.proc.pid, signal.SIGUSR2)
+        time.sleep(wait_s)
 
 
 @dataclass
@@ -354,21 +371,26 @@ def start_deployment(workdir: Path, backends: dict[str, dict[str, Any]], *,
                      patience: float = 1.0,
                      progress: Callable[[str], None] | None = None) -> Deployment:
     """Start every part (stopping what started if one fails); ``timings`` says how long each
-    took, ``progress`` hears each as it ends. ``patience`` multiplies every start's time
+    took (RabbitMQ's from its launch, which overlaps the others), ``progress`` hears each as
+    it ends. ``patience`` multiplies every start's time
     limit (a VM without KVM is slow)."""
     timings: dict[str, float] = {}
     rabbit, database = RabbitMQ(workdir), MariaDB(workdir)
-    cinder = Cinder(workdir, backends, rabbit.url, database.url)
+    cinder = Cinder(workdir, backends, rabbit.url, database.url,
+                    api_worker_timeout_s=int(120 * patience))
     deployment = Deployment(rabbit, database, cinder, timings)
     begun = time.monotonic()
     try:
-        for name, step in (("rabbitmq", lambda: rabbit.start(60 * patience)),
-                           ("mariadb", lambda: database.start(60 * patience)),
+        # the Erlang VM's boot (minutes without KVM) overlaps the database's start and
+        # the services' imports; they connect once the bus listens (oslo.messaging retries)
+        rabbit.server.start()
+        for name, step in (("mariadb", lambda: database.start(60 * patience)),
                            ("db sync", lambda: cinder.db_sync(300 * patience)),
-                           ("services", cinder.start)):
+                           ("services", cinder.start),
+                           ("rabbitmq", lambda: rabbit.wait_started(60 * patience))):
             t0 = time.monotonic()
             step()
-            timings[name] = time.monotonic() - t0
+            timings[name] = time.monotonic() - (begun if name == "rabbitmq" else t0)
             if progress:
                 progress(f"{name}: {timings[name]:.1f} s")
         t0 = time.monotonic()
@@ -376,6 +398,7 @@ def start_deployment(workdir: Path, backends: dict[str, dict[str, Any]], *,
                  lambda: _all_reported(deployment, backends), 180 * patience, interval_s=1)
         timings["services up and pools reported"] = time.monotonic() - t0
     except BaseException:
+        cinder.dump_stacks(wait_s=5 * patience)
         logs = "\n".join([cinder.logs(), f"----- rabbitmq\n{rabbit.server.tail()}",
                           f"----- mariadb\n{database.server.tail()}"])
         deployment.stop()
