@@ -373,13 +373,24 @@ class DriverKitVolumeDriver(ManageAdapterMixin, _Base):
             return dict(volume_types.get_volume_type_extra_specs(volume.volume_type_id))
         return {}
 
-    def create_volume(self, volume: Any) -> None:
-        """Create ``volume`` in the pool the scheduler chose (``volume.host``)."""
+    def create_volume(self, volume: Any) -> dict[str, Any]:
+        """Create ``volume`` in the pool the scheduler chose (``volume.host``); a thick
+        request sent to a thin-only pool is made in the backend's thick pool, and the
+        volume's host says so."""
         pool = volume_utils.extract_host(volume.host, "pool") if volume.host else None
         with self._translated(volume_id=volume.id):
-            self._driver.create_volume(volume.name, volume.size,
-                                       extra_specs=self._extra_specs(volume),
-                                       pool_name=pool)
+            made = self._driver.create_volume(volume.name, volume.size,
+                                              extra_specs=self._extra_specs(volume),
+                                              pool_name=pool)
+        return self._placed(volume, made.pool_name)
+
+    @staticmethod
+    def _placed(volume: Any, pool_name: str) -> dict[str, Any]:
+        """The model update naming the pool a new volume is in, when not the scheduler's."""
+        if not volume.host or volume_utils.extract_host(volume.host, "pool") == pool_name:
+            return {}
+        return {"host": volume_utils.append_host(
+            volume_utils.extract_host(volume.host, "backend"), pool_name)}
 
     def delete_volume(self, volume: Any) -> None:
         """Delete ``volume``; a volume already gone is not an error (Cinder retries deletes)."""
@@ -420,14 +431,18 @@ class DriverKitVolumeDriver(ManageAdapterMixin, _Base):
         with self._translated(volume_id=snapshot.volume_id, snapshot_id=snapshot.id):
             self._driver.delete_snapshot(self.snapshot_name(snapshot))
 
-    def create_volume_from_snapshot(self, volume: Any, snapshot: Any) -> None:
+    def create_volume_from_snapshot(self, volume: Any, snapshot: Any) -> dict[str, Any]:
+        """A new volume in the snapshot's pool; the volume's host names that pool."""
         with self._translated(volume_id=volume.id, snapshot_id=snapshot.id):
-            self._driver.create_volume_from_snapshot(volume.name, self.snapshot_name(snapshot),
-                                                     volume.size)
+            made = self._driver.create_volume_from_snapshot(
+                volume.name, self.snapshot_name(snapshot), volume.size)
+        return self._placed(volume, made.pool_name)
 
-    def create_cloned_volume(self, volume: Any, src_vref: Any) -> None:
+    def create_cloned_volume(self, volume: Any, src_vref: Any) -> dict[str, Any]:
+        """A copy in the source's pool; the volume's host names that pool."""
         with self._translated(volume_id=src_vref.id):
-            self._driver.create_cloned_volume(volume.name, src_vref.name, volume.size)
+            made = self._driver.create_cloned_volume(volume.name, src_vref.name, volume.size)
+        return self._placed(volume, made.pool_name)
 
     # ------------------------------------------------------------ data path
     def local_path(self, volume: Any) -> str:

@@ -99,7 +99,8 @@ function _driver_kit_volume_type {
     fi
 }
 
-# The capability keys let Cinder's CapabilitiesFilter send each type to its own pool
+# The capability keys let Cinder's CapabilitiesFilter send each type to its own pool, so
+# a full pool is refused by the scheduler (docs/cinder-deployment.md, "Which volume types")
 function create_driver_kit_volume_types {
     _driver_kit_volume_type "$DRIVER_KIT_VOLUME_TYPE" --property provisioning:type=thin \
         --property thin_provisioning_support='<is> True'

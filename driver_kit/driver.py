@@ -279,11 +279,16 @@ class VolumeDriver(ReservationHooks, abc.ABC):
     def _choose_pool(self, facts: Sequence[PoolFacts], pool_name: str | None,
                      wanted: str | None) -> PoolFacts:
         if pool_name is not None:
-            for f in facts:
-                if f.pool_name == pool_name:
-                    return f
-            raise PoolNotFound(f"no pool {pool_name!r} on backend "
-                               f"{self.configuration.volume_backend_name}")
+            named = next((f for f in facts if f.pool_name == pool_name), None)
+            if named is None:
+                raise PoolNotFound(f"no pool {pool_name!r} on backend "
+                                   f"{self.configuration.volume_backend_name}")
+            if wanted == "thick" and not named.thick_provisioning_support:
+                # no Cinder filter matches provisioning:type with a pool's capabilities,
+                # so a thick request may be sent to a thin-only pool: the backend's
+                # thick pool takes it (thin would be less than asked)
+                return next((f for f in facts if f.thick_provisioning_support), named)
+            return named
         for f in facts:  # thin is the default when a pool can do it (Queens spec)
             if wanted in (None, "thin") and f.thin_provisioning_support:
                 return f
@@ -362,7 +367,9 @@ class VolumeDriver(ReservationHooks, abc.ABC):
     def create_volume(self, name: str, size_gb: int, *,
                       extra_specs: Mapping[str, Any] | None = None,
                       pool_name: str | None = None) -> VolumeInfo:
-        """Create a volume of ``size_gb`` GiB if admission allows it.
+        """Create a volume of ``size_gb`` GiB if admission allows it, in ``pool_name`` (or,
+        for a thick request there on a thin-only pool, the backend's thick pool: the
+        returned record names the pool).
 
         Not idempotent: an existing name raises ``AlreadyExists`` (from the
         backend, so a create costs one fresh read plus one command); a refusal

@@ -35,7 +35,8 @@ def provisioned_thin(pool: PoolFacts, wanted: str | None) -> bool:
     No type: thin where the pool can (Queens spec). Thin on a thick-only pool is
     made thick, as Cinder's LVM driver does on a thick VG: Cinder's CapacityFilter
     passed it with the thick arithmetic, and a full allocation is more than was
-    asked, never less. Thick on a thin-only pool is refused: thin would be less.
+    asked, never less. Thick on a thin-only pool is refused: thin would be less (the
+    guard first sends such a request to the backend's thick pool, if it has one).
     """
     if wanted in (None, "thin") and pool.thin_provisioning_support:
         return True

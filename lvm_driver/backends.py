@@ -10,6 +10,7 @@ it to ``ThinLVMDriver(executor=...)``.
 from __future__ import annotations
 
 import os
+import sys
 
 from oslo_config import cfg
 
@@ -42,7 +43,9 @@ BACKEND_OPTS = [
                 help="Run LVM's reports (the stats and admission reads) in one long-lived "
                      "lvm shell per backend instead of one process each; writes always "
                      "start their own process. Unset: on for real LVM, off for the "
-                     "simulator (which offers it only with lvm_simulator_state_file)."),
+                     "simulator (which offers it only with lvm_simulator_state_file) and "
+                     "in a process eventlet has patched (cinder-volume), where the "
+                     "shell's reads never return."),
     cfg.IntOpt("lvm_read_session_max_commands", default=10_000, min=1, max=10_000_000,
                help="Reports one lvm shell answers before it is replaced by a new one."),
     cfg.IntOpt("lvm_simulator_vg_size_gb", default=100, min=1, max=1024 ** 3,
@@ -80,7 +83,8 @@ def make_executor(conf: BackendConfig) -> LVMExecutor:
     session = conf.get("lvm_read_session")
     settings = {"lvm_system_dir": os.path.dirname(conf_file) if conf_file else None,
                 "timeout_s": timeout_s,
-                "read_session": not simulated if session is None else session,
+                "read_session": (not simulated and not green_process()) if session is None
+                else session,
                 "session_max_commands": conf.get("lvm_read_session_max_commands", 10_000)}
     if not simulated:
         return LVMExecutor(**settings)
@@ -90,3 +94,10 @@ def make_executor(conf: BackendConfig) -> LVMExecutor:
     return LVMExecutor(runner=simulator,
                        create_missing_vg=lambda name: simulator.create_vg(name, size_bytes),
                        **settings)
+
+
+def green_process() -> bool:
+    """Whether eventlet has patched this process (Cinder's services do): the lvm shell's
+    select and pipe reads then block for good (seen in cinder-volume on real LVM)."""
+    patcher = sys.modules.get("eventlet.patcher")
+    return patcher is not None and bool(patcher.is_monkey_patched("select"))

@@ -161,10 +161,22 @@ class RabbitMQ:
                 counts[name] = int(count)
         return counts
 
-    def start(self) -> None:
+    def start(self, timeout_s: float = 60) -> None:
         self.server.start()
-        wait_for("RabbitMQ started", lambda: self._ctl("await_startup", "--timeout", "5")
-                 or not self.server.running() and self._died(), 60, interval_s=0.5)
+        self.wait_started(timeout_s)
+
+    def wait_started(self, timeout_s: float) -> None:
+        """Until its AMQP port takes connections (its listeners open last); not
+        ``rabbitmqctl await_startup``, an Erlang VM start per look (a minute without KVM)."""
+        wait_for("RabbitMQ started", lambda: self._listening()
+                 or not self.server.running() and self._died(), timeout_s, interval_s=0.5)
+
+    def _listening(self) -> bool:
+        try:
+            socket.create_connection(("127.0.0.1", self.port), timeout=5).close()
+            return True
+        except OSError:
+            return False
 
     def _died(self) -> bool:
         raise RuntimeError(f"rabbitmq-server exited:\n{self.server.tail()}")
@@ -202,10 +214,10 @@ class MariaDB:
                                "-e", statement], capture_output=True,
                               timeout=30).returncode == 0
 
-    def start(self) -> None:
-        subprocess.run(self.install, check=True, capture_output=True, timeout=120)
+    def start(self, timeout_s: float = 60) -> None:
+        subprocess.run(self.install, check=True, capture_output=True, timeout=2 * timeout_s)
         self.server.start()
-        wait_for("MariaDB accepting connections", lambda: self._sql("SELECT 1"), 60)
+        wait_for("MariaDB accepting connections", lambda: self._sql("SELECT 1"), timeout_s)
         assert self._sql("CREATE DATABASE cinder CHARACTER SET utf8")
 
     def stop(self) -> None:
@@ -230,6 +242,8 @@ class Cinder:
     backends: dict[str, dict[str, Any]]
     transport_url: str
     database_url: str
+    #: gunicorn kills a worker silent this long, its app's import included
+    api_worker_timeout_s: int = 120
     api_port: int = field(default_factory=free_port)
     services: dict[str, Service] = field(default_factory=dict)
 
@@ -249,14 +263,17 @@ class Cinder:
             "oslo_concurrency": {"lock_path": self.workdir / "locks"},
             "coordination": {"backend_url": f"file://{self.workdir / 'coordination'}"},
             **self.backends}))
-        env = {**os.environ, "PYTHONPATH": str(REPO), "DK_CINDER_CONF": str(self.conf)}
+        # the code under test first; what the caller adds (e.g. rtslib for cinder-rtstool) after
+        pythonpath = os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))
+        env = {**os.environ, "PYTHONPATH": pythonpath, "DK_CINDER_CONF": str(self.conf)}
         conf = ["--config-file", str(self.conf)]
         logs = self.workdir / "logs"
         logs.mkdir(exist_ok=True)
         self.services = {
             "api": Service("cinder-api", [
                 str(BIN / "gunicorn"), "--bind", f"127.0.0.1:{self.api_port}", "--workers", "1",
-                "--threads", "8", "--timeout", "120", "--chdir", str(REPO),
+                "--threads", "8", "--timeout", str(self.api_worker_timeout_s),
+                "--chdir", str(REPO),
                 "tests.ecosystem.cinder_api_wsgi:application"], logs / "api.log", env),
             "scheduler": Service("cinder-scheduler", [str(BIN / "cinder-scheduler"), *conf],
                                  logs / "scheduler.log", env),
@@ -268,10 +285,10 @@ class Cinder:
     def endpoint(self) -> str:
         return f"http://127.0.0.1:{self.api_port}/v3"
 
-    def db_sync(self) -> None:
+    def db_sync(self, timeout_s: float = 300) -> None:
         proc = subprocess.run([str(BIN / "cinder-manage"), "--config-file", str(self.conf),
                                "db", "sync"], env=self.env, capture_output=True, text=True,
-                              timeout=300, cwd=REPO)
+                              timeout=timeout_s, cwd=REPO)
         if proc.returncode:
             raise RuntimeError(f"cinder-manage db sync failed:\n{proc.stderr[-4000:]}")
 
@@ -285,6 +302,17 @@ class Cinder:
 
     def logs(self) -> str:
         return "\n".join(f"----- {s.name}\n{s.tail()}" for s in self.services.values())
+
+    def dump_stacks(self, wait_s: float = 10) -> None:
+        """Every green and native thread's stack into the scheduler's and volume's logs
+        (oslo.reports' Guru Meditation report, on SIGUSR2); gunicorn takes SIGUSR2 as
+        an upgrade, so cinder-api is left alone."""
+        for name in ("scheduler", "volume"):
+            service = self.services[name]
+            if service.running():
+                assert service.proc is not None
+                os.killpg(service.proc.pid, signal.SIGUSR2)
+        time.sleep(wait_s)
 
 
 @dataclass
@@ -317,14 +345,18 @@ class Deployment:
             return {"error": proc.stderr.strip()}
         return json.loads(proc.stdout) if proc.stdout.strip() else None
 
-    def api(self, path: str) -> Any:
-        """``GET /v3/<path>`` from cinder-api with the noauth token: for polling, which
-        through the client would cost a process start per look."""
-        request = urllib.request.Request(f"{self.cinder.endpoint}/{path}", headers={
+    def api(self, path: str, body: Any = None, *, method: str | None = None) -> Any:
+        """``GET`` (or, with ``body``, ``POST``) ``/v3/<path>`` on cinder-api with the noauth
+        token, as Nova's python-cinderclient calls it; the JSON answer (None if empty).
+        For polling too, which through the CLI would cost a process start per look."""
+        data = None if body is None else json.dumps(body).encode()
+        request = urllib.request.Request(f"{self.cinder.endpoint}/{path}", data=data,
+                                         method=method, headers={
             "X-Auth-Token": "admin:admin", "Accept": "application/json",
-            "OpenStack-API-Version": "volume 3.70"})
-        with urllib.request.urlopen(request, timeout=30) as answer:
-            return json.loads(answer.read())
+            "Content-Type": "application/json", "OpenStack-API-Version": "volume 3.70"})
+        with urllib.request.urlopen(request, timeout=60) as answer:
+            text = answer.read()
+        return json.loads(text) if text.strip() else None
 
     def stop(self) -> None:
         """Every part, last started first; each bounded, each tried whatever the others do."""
@@ -335,25 +367,40 @@ class Deployment:
                 pass
 
 
-def start_deployment(workdir: Path, backends: dict[str, dict[str, Any]]) -> Deployment:
-    """Start every part (stopping what started if one fails); ``timings`` says how long each took."""
+def start_deployment(workdir: Path, backends: dict[str, dict[str, Any]], *,
+                     patience: float = 1.0,
+                     progress: Callable[[str], None] | None = None) -> Deployment:
+    """Start every part (stopping what started if one fails); ``timings`` says how long each
+    took (RabbitMQ's from its launch, which overlaps the others), ``progress`` hears each as
+    it ends. ``patience`` multiplies every start's time
+    limit (a VM without KVM is slow)."""
     timings: dict[str, float] = {}
     rabbit, database = RabbitMQ(workdir), MariaDB(workdir)
-    cinder = Cinder(workdir, backends, rabbit.url, database.url)
+    cinder = Cinder(workdir, backends, rabbit.url, database.url,
+                    api_worker_timeout_s=int(120 * patience))
     deployment = Deployment(rabbit, database, cinder, timings)
     begun = time.monotonic()
     try:
-        for name, step in (("rabbitmq", rabbit.start), ("mariadb", database.start),
-                           ("db sync", cinder.db_sync), ("services", cinder.start)):
+        # the Erlang VM's boot (minutes without KVM) overlaps the database's start and
+        # the services' imports; they connect once the bus listens (oslo.messaging retries)
+        rabbit.server.start()
+        for name, step in (("mariadb", lambda: database.start(60 * patience)),
+                           ("db sync", lambda: cinder.db_sync(300 * patience)),
+                           ("services", cinder.start),
+                           ("rabbitmq", lambda: rabbit.wait_started(60 * patience))):
             t0 = time.monotonic()
             step()
-            timings[name] = time.monotonic() - t0
+            timings[name] = time.monotonic() - (begun if name == "rabbitmq" else t0)
+            if progress:
+                progress(f"{name}: {timings[name]:.1f} s")
         t0 = time.monotonic()
         wait_for("every service up and every pool reported",
-                 lambda: _all_reported(deployment, backends), 180, interval_s=1)
+                 lambda: _all_reported(deployment, backends), 180 * patience, interval_s=1)
         timings["services up and pools reported"] = time.monotonic() - t0
     except BaseException:
-        logs = cinder.logs()
+        cinder.dump_stacks(wait_s=5 * patience)
+        logs = "\n".join([cinder.logs(), f"----- rabbitmq\n{rabbit.server.tail()}",
+                          f"----- mariadb\n{database.server.tail()}"])
         deployment.stop()
         raise RuntimeError(f"the deployment did not start:\n{logs}")
     timings["total"] = time.monotonic() - begun
@@ -365,6 +412,8 @@ def _all_reported(deployment: Deployment, backends: dict[str, Any]) -> bool:
     for service in deployment.cinder.services.values():
         if not service.running():
             raise RuntimeError(f"{service.name} exited:\n{service.tail()}")
-    pools = deployment.openstack("volume", "backend", "pool", "list", check=False)
-    return isinstance(pools, list) and {p["Name"].partition("@")[2].partition("#")[0]
-                                        for p in pools} >= set(backends)
+    try:
+        pools = deployment.api("scheduler-stats/get_pools")["pools"]
+    except OSError:  # cinder-api not listening yet
+        return False
+    return {p["name"].partition("@")[2].partition("#")[0] for p in pools} >= set(backends)

@@ -234,25 +234,34 @@ def _refusals_logged(stack: Stack) -> int:
                for marker in ("does not support", "refused:", "CapacityExceeded"))
 
 
-def test_a_thick_type_needs_the_capability_key(stack: Stack, user: User) -> None:
+def test_a_thick_type_without_the_capability_key_lands_in_the_thick_pool(
+        stack: Stack, user: User) -> None:
     """Class 1: the thin pool has more free space than the thick pool, so Cinder's weigher
-    prefers it for a type with only ``provisioning:type=thick``, which CapabilitiesFilter
-    ignores (a scoped key). The driver refuses rather than make a thin volume (less than
-    asked); Cinder's retry then excludes the backend. The documented type carries
-    ``thick_provisioning_support='<is> True'`` and goes straight to the thick pool."""
+    prefers it for a type with only ``provisioning:type=thick`` (CapabilitiesFilter skips
+    scoped keys; CapacityFilter never reads ``thick_provisioning_support``). The driver
+    makes the volume in the backend's thick pool and the volume's host names it; the
+    documented type (with ``thick_provisioning_support='<is> True'``) goes there directly."""
     stack.reported()
     before = _refusals_logged(stack)
     documented = user.create("thick-documented", 3, "lvm-thick")
     assert (documented["status"], host_pool(documented)) == ("available", THICK)
     assert stack.on_backend(documented).thin is False
+    stack.reported()
+    assert stack.truth(THIN)["free_capacity_gb"] > stack.truth(THICK)["free_capacity_gb"]
+    plain = user.create("thick-plain", 3, "lvm-thick-plain")
+    assert (plain["status"], host_pool(plain)) == ("available", THICK), \
+        user.messages(plain["id"])
+    assert stack.on_backend(plain).thin is False
     assert _refusals_logged(stack) == before
     stack.reported()
-    plain = user.create("thick-plain", 3, "lvm-thick-plain")
-    assert plain["status"] == "error" and stack.on_backend(plain) is None
+    assert stack.truth(THICK)["provisioned_capacity_gb"] == 6
+    assert stack.truth(THIN)["provisioned_capacity_gb"] == 0
+    # the thick pool full, the thin pool's thick arithmetic still passes it: the one
+    # case left where the driver refuses after the scheduler, with Cinder's fixed text
+    past = user.create("thick-plain-past-the-cap", 3, "lvm-thick-plain")
+    assert past["status"] == "error" and stack.on_backend(past) is None
     assert "create volume from backend storage:Driver failed to create the volume." in \
-        user.messages(plain["id"])
-    log = stack.deployment.cinder.services["volume"].log.read_text(errors="replace")
-    assert "pool kitlvmpool does not support thick provisioning" in log
+        user.messages(past["id"])
     stack.assert_db_matches_backend()
 
 

@@ -21,11 +21,14 @@ python="${1:-$repo/.venv/bin/python}"
 # procps, util-linux      : ps/losetup etc. (normally present already)
 # targetcli-fb, python3-rtslib-fb : LIO's admin library, which Cinder's cinder-rtstool
 #                           imports (tests/ecosystem/test_cinder_realvm.py exports through it)
+# rabbitmq-server, mariadb-server : the message bus and database of the Cinder services that
+#                           tests/ecosystem/test_cinder_realvm.py starts in the guest
 # open-iscsi              : iscsid and iscsiadm, the initiator os-brick drives
 # sudo                    : the root helper's first step for the unprivileged service user
 #                           (tests/realvm/unprivileged_setup.sh), as Cinder's cinder-rootwrap
 apt_pkgs=(qemu-system-x86 linux-image-amd64 lvm2 thin-provisioning-tools kmod busybox-static
-          procps util-linux targetcli-fb python3-rtslib-fb open-iscsi sudo)
+          procps util-linux targetcli-fb python3-rtslib-fb open-iscsi sudo
+          rabbitmq-server mariadb-server)
 
 die() { echo "install_deps.sh: ERROR: $*" >&2; exit 1; }
 

@@ -39,13 +39,27 @@ def test_a_thin_request_on_the_thick_only_pool_is_made_thick(tmp_path):
                              pool_name="dkvg")
 
 
-def test_a_thick_request_on_the_thin_only_pool_is_still_refused(tmp_path):
-    """A thin volume would be less than asked (no space set aside): the type must say
-    thick_provisioning_support='<is> True' (docs/cinder.md, DevStack plugin)."""
+def test_a_thick_request_on_the_thin_only_pool_is_made_in_the_thick_pool(tmp_path):
+    """No Cinder filter matches provisioning:type with a pool's capabilities, so Cinder's
+    weigher may send a thick request to the thin pool: the backend's thick pool takes it,
+    admitted by the thick pool's own figures."""
     _, driver = lvm(tmp_path)
+    info = driver.create_volume("volume-a", 1, extra_specs={"provisioning:type": "thick"},
+                                pool_name="pool")
+    assert (info.pool_name, info.thin) == ("dkvg", False)
+    assert driver.backend_find_volume("volume-a").thin is False
+    with pytest.raises(CapacityExceeded):  # 1 GiB of the VG left outside the thin pool
+        driver.create_volume("volume-b", 2, extra_specs={"provisioning:type": "thick"},
+                             pool_name="pool")
+
+
+def test_a_thick_request_on_a_backend_without_a_thick_pool_is_refused(tmp_path):
+    """A thin volume would be less than asked (no space set aside)."""
+    _, driver = lvm(tmp_path, lvm_offer_thick=False)
     with pytest.raises(InvalidInput, match="pool pool does not support thick provisioning"):
         driver.create_volume("volume-a", 1, extra_specs={"provisioning:type": "thick"},
                              pool_name="pool")
+    assert driver.backend_find_volume("volume-a") is None
 
 
 def test_an_extend_counts_its_growth_from_the_whole_gib_size_when_asked(tmp_path):
