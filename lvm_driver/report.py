@@ -14,7 +14,7 @@ import gc
 import json
 import math
 import operator
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, Final, NamedTuple, TypeVar
 
@@ -206,6 +206,25 @@ class VGReport:
         for name in ("vg_name", "vg_size_bytes", "vg_free_bytes", "extent_size_bytes"):
             object.__setattr__(report, name, getattr(self, name))
         object.__setattr__(report, "lvs", tuple(lvs))
+        object.__setattr__(report, "_by_name", by_name)
+        return report
+
+    def with_rows(self, lvs: tuple[LogicalVolume, ...], changed: Iterable[LogicalVolume],
+                  removed: Iterable[str]) -> VGReport:
+        """This report with ``lvs`` (the new rows, in order) where only ``changed`` rows
+        differ and ``removed`` names are gone: the index updated, not rebuilt (a
+        change of one LV among 100,000)."""
+        by_name = dict(self._by_name)
+        for name in removed:
+            del by_name[name]
+        for lv in changed:
+            by_name[lv.name] = lv
+        if len(by_name) != len(lvs):
+            raise ValueError(f"{len(lvs)} rows for {len(by_name)} names")
+        report = object.__new__(VGReport)
+        for name in ("vg_name", "vg_size_bytes", "vg_free_bytes", "extent_size_bytes"):
+            object.__setattr__(report, name, getattr(self, name))
+        object.__setattr__(report, "lvs", lvs)
         object.__setattr__(report, "_by_name", by_name)
         return report
 

@@ -16,7 +16,7 @@ the caller reads the VG through ``lvs`` instead.
 
 from __future__ import annotations
 
-from collections.abc import Collection
+from collections.abc import Callable, Collection
 from dataclasses import dataclass
 from typing import Any, Final
 
@@ -398,11 +398,14 @@ def _row(lv: LVSection, lvs: dict[str, LVSection], cow_origin: dict[str, str], o
 
 
 def report_from_pvs(fingerprint: mda.Fingerprint, vg_name: str, *,
-                    read: mda.BlockReader = mda.read_block) -> VGReport:
+                    read: mda.BlockReader = mda.read_block,
+                    build: Callable[[str, str, Collection[str]], VGReport] = report_from_text
+                    ) -> VGReport:
     """The report from the text the fingerprint's metadata areas point at: read once
     (every area of every PV must point at a text of the same size and checksum), the
-    fingerprint's PVs being all of the VG's. MetadataUnsupported, HeaderError or
-    OSError on any doubt."""
+    fingerprint's PVs being all of the VG's; ``build`` makes it from the text (the
+    incremental reader gives the same). MetadataUnsupported, HeaderError or OSError
+    on any doubt."""
     with_text = [pv for pv in fingerprint if pv.areas]
     _need(with_text, "no PV has a metadata area")
     first = with_text[0].areas[0][1:]
@@ -413,4 +416,4 @@ def report_from_pvs(fingerprint: mda.Fingerprint, vg_name: str, *,
         text = raw.decode("utf-8")
     except UnicodeDecodeError:
         raise MetadataUnsupported("the metadata text is not UTF-8") from None
-    return report_from_text(text, vg_name, [pv.pv_uuid for pv in fingerprint])
+    return build(text, vg_name, [pv.pv_uuid for pv in fingerprint])

@@ -152,7 +152,7 @@ def _striped(name: str, uuid: str, extents: int, pv_start: int) -> str:
 
 def metadata_text(layout: VGLayout, *, creation_time: int = 1_700_000_000) -> str:
     """The VG in LVM's text format, as ``vgcfgbackup`` writes it."""
-    rng = random.Random(layout.seqno)
+    rng = random.Random(layout.vg_uuid)  # the same pool and hidden LV ids at every seqno
     out: list[str] = []
     w = out.append
     w('contents = "Text Format Volume Group"\nversion = 1\n\n')
