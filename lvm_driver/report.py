@@ -14,7 +14,8 @@ import gc
 import json
 import math
 import operator
-from collections.abc import Callable, Iterable, Iterator
+from collections import ChainMap
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final, NamedTuple, TypeVar
 
@@ -166,6 +167,10 @@ class VGInfo:
     extent_size_bytes: int
 
 
+#: layers of changes an LV index takes before it is rebuilt as one dict
+_INDEX_LAYERS: Final = 8
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class VGReport:
     """The whole VG at one instant: its size and free space and every LV."""
@@ -175,7 +180,8 @@ class VGReport:
     vg_free_bytes: int
     extent_size_bytes: int
     lvs: tuple[LogicalVolume, ...]
-    _by_name: dict[str, LogicalVolume] = field(
+    #: name -> LV (None: removed), a dict or, after a few changes, layers of them
+    _by_name: Mapping[str, LogicalVolume | None] = field(
         init=False, repr=False, compare=False, default=None)  # type: ignore[assignment]
 
     def __post_init__(self) -> None:
@@ -197,30 +203,34 @@ class VGReport:
         """This report with the LVs at the given indexes replaced (same names): the
         pool's usage laid over a reused report, without rebuilding the whole index."""
         lvs = list(self.lvs)
-        by_name = dict(self._by_name)
+        changes: dict[str, LogicalVolume | None] = {}
         for index, lv in replaced.items():
             if lvs[index].name != lv.name:
                 raise ValueError(f"LV {index} is {lvs[index].name!r}, not {lv.name!r}")
-            lvs[index] = by_name[lv.name] = lv
-        report = object.__new__(VGReport)
-        for name in ("vg_name", "vg_size_bytes", "vg_free_bytes", "extent_size_bytes"):
-            object.__setattr__(report, name, getattr(self, name))
-        object.__setattr__(report, "lvs", tuple(lvs))
-        object.__setattr__(report, "_by_name", by_name)
-        return report
+            lvs[index] = changes[lv.name] = lv
+        return self._changed(tuple(lvs), changes)
 
     def with_rows(self, lvs: tuple[LogicalVolume, ...], changed: Iterable[LogicalVolume],
                   removed: Iterable[str]) -> VGReport:
         """This report with ``lvs`` (the new rows, in order) where only ``changed`` rows
         differ and ``removed`` names are gone: the index updated, not rebuilt (a
         change of one LV among 100,000)."""
-        by_name = dict(self._by_name)
-        for name in removed:
-            del by_name[name]
-        for lv in changed:
-            by_name[lv.name] = lv
-        if len(by_name) != len(lvs):
-            raise ValueError(f"{len(lvs)} rows for {len(by_name)} names")
+        changes: dict[str, LogicalVolume | None] = dict.fromkeys(removed)
+        changes.update((lv.name, lv) for lv in changed)
+        return self._changed(lvs, changes)
+
+    def _changed(self, lvs: tuple[LogicalVolume, ...],
+                 changes: dict[str, LogicalVolume | None]) -> VGReport:
+        """A report of ``lvs`` whose index is this one's with ``changes`` laid over it
+        (None: removed): no copy of 100,000 entries per change, flattened once every
+        ``_INDEX_LAYERS`` changes so a lookup stays a few dict probes."""
+        index = self._by_name
+        maps = index.maps if isinstance(index, ChainMap) else [index]
+        by_name: Mapping[str, LogicalVolume | None]
+        if len(maps) < _INDEX_LAYERS:
+            by_name = ChainMap(changes, *maps)
+        else:
+            by_name = {lv.name: lv for lv in lvs}
         report = object.__new__(VGReport)
         for name in ("vg_name", "vg_size_bytes", "vg_free_bytes", "extent_size_bytes"):
             object.__setattr__(report, name, getattr(self, name))

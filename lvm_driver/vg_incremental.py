@@ -3,11 +3,12 @@
 LVM rewrites the whole text on every commit, but writes the LV sections in a
 stable order, one after another in ``logical_volumes``: after a change most of
 the text is byte for byte the last one. ``IncrementalReader`` keeps the last
-text, where each LV section of it ends, and each section's checked
-``vg_metadata.LVSection``. On a new text it walks the old sections along the
-new text (runs of them compared as bytes at once), parses only the sections
-that are new or differ, and the VG's own settings (the text with its LV
-sections taken out: a few hundred bytes) with the full reader's own checks.
+text (its bytes as read), where each LV section of it ends, and each section's
+checked ``vg_metadata.LVSection``. On a new text it walks the old sections along
+the new bytes (runs of them compared at once, no copy), decodes and parses only
+the sections that are new or differ, and the VG's own settings (the text with
+its LV sections taken out: a few hundred bytes) with the full reader's own
+checks.
 When only thin volumes changed (and the pool's transaction id), only their
 rows are redone; any other change assembles the report again from the
 sections (``vg_metadata.assemble``, every cross-LV check), still without
@@ -23,25 +24,25 @@ import bisect
 import re
 import threading
 from itertools import accumulate
-from collections.abc import Iterable
+from collections.abc import Collection, Iterable
 from dataclasses import dataclass
 from typing import Any, Final
 
 from lvm_driver.report import LogicalVolume, VGReport, gc_paused
 from lvm_driver.vg_metadata import (Links, LVSection, MetadataUnsupported, VGFacts,
-                                    assemble, check_thin_links, lv_row, lv_sections,
-                                    parse_text, vg_facts)
+                                    assemble, check_thin_links, decode_text, lv_row,
+                                    lv_sections, parse_text, vg_facts)
 
 __all__ = ["IncrementalReader", "ReaderStats"]
 
 #: the line that opens the VG's LV sections (LVM indents it in a backup, not on disk)
-_LV_BLOCK: Final = re.compile(r"^[ \t]*logical_volumes \{\n", re.M)
+_LV_BLOCK: Final = re.compile(rb"^[ \t]*logical_volumes \{\n", re.M)
 #: blank lines, then the line that opens an LV section
-_LV_START: Final = re.compile(r"\s*([^\s{}=\[\]\",#]+) \{\n")
+_LV_START: Final = re.compile(rb"\s*([^\s{}=\[\]\",#]+) \{\n")
 #: the end of an LV section: its last segment's "}" and its own (segments come last)
-_LV_END: Final = re.compile(r"\n[ \t]*\}\n[ \t]*\}\n")
+_LV_END: Final = re.compile(rb"\n[ \t]*\}\n[ \t]*\}\n")
 #: blank lines, then the "}" that closes ``logical_volumes``
-_BLOCK_CLOSE: Final = re.compile(r"\s*\}")
+_BLOCK_CLOSE: Final = re.compile(rb"\s*\}")
 #: sections compared as one run at first; the run doubles while they match
 _FIRST_RUN: Final = 64
 
@@ -62,7 +63,8 @@ class _Doubt(Exception):
 class _State:
     """One text read: where its LV sections end, and what was built from them."""
 
-    text: str
+    raw: bytes
+    view: memoryview
     vg_name: str
     pv_uuids: frozenset[str]
     head_end: int
@@ -102,49 +104,50 @@ class IncrementalReader:
         with self._lock:
             self._state = None
 
-    def report(self, text: str, vg_name: str, pv_uuids: frozenset[str] | set[str] | list[str]
-               ) -> VGReport:
-        """The report of VG ``vg_name`` from ``text``, read from PVs ``pv_uuids`` (all
-        of the VG's); the same as ``vg_metadata.report_from_text`` gives."""
+    def report(self, text: bytes | str, vg_name: str, pv_uuids: Collection[str]) -> VGReport:
+        """The report of VG ``vg_name`` from ``text`` (as read, or decoded), read from PVs
+        ``pv_uuids`` (all of the VG's); what ``vg_metadata.report_from_text`` gives."""
+        raw = text.encode("utf-8", "surrogatepass") if isinstance(text, str) else text
         uuids = frozenset(pv_uuids)
         with self._lock, gc_paused():
             last, self._state = self._state, None
             if last is not None and last.vg_name == vg_name and last.pv_uuids == uuids:
                 try:
-                    state = _update(last, text)
-                except (_Doubt, MetadataUnsupported):
+                    state = _update(last, raw)
+                except (_Doubt, MetadataUnsupported, UnicodeDecodeError):
                     state = None
                 if state is not None:
                     self._state = state
                     self._incremental += 1
                     return state.report
-            state = _full(text, vg_name, uuids)
+            state = _full(raw, vg_name, uuids)
             self._full += 1
             self._state = state
             return state.report
 
 
-def _full(text: str, vg_name: str, uuids: frozenset[str]) -> _State | None:
-    """The whole text parsed; the state to read the next text against, or None where the
-    text's layout is not the one the fast path understands (only the report then)."""
-    tree = parse_text(text)
+def _full(raw: bytes, vg_name: str, uuids: frozenset[str]) -> _State:
+    """The whole text parsed; the state to read the next text against (one that matches
+    no text where the layout is not the one the fast path understands)."""
+    tree = parse_text(decode_text(raw))
     facts = vg_facts(tree, vg_name, uuids)
     memo: dict[object, Any] = {}
     lvs = lv_sections(tree[vg_name], memo)
     assembly = assemble(facts, lvs, memo)
-    located = _locate(text, list(lvs))
+    located = _locate(raw, list(lvs))
     rows = list(assembly.report.lvs)
-    state = _State(text, vg_name, uuids, 0, [], [], facts, lvs, assembly.links, memo,
+    state = _State(raw, memoryview(raw), vg_name, uuids, 0, [], [], facts, lvs,
+                   assembly.links, memo,
                    rows, [lv.name for lv in rows], assembly.report, _children(lvs.values()))
     if located is None:
-        state.text = ""  # matches no text: the next one is parsed whole
+        state.raw = b""  # matches no text: the next one is parsed whole
         return state
     state.head_end, state.lengths = located
     state.names = list(lvs)
     return state
 
 
-def _locate(text: str, names: list[str]) -> tuple[int, list[int]] | None:
+def _locate(text: bytes, names: list[str]) -> tuple[int, list[int]] | None:
     """Where ``logical_volumes {`` ends and each LV section's length (in ``names``'
     order), each section balanced and nothing but blank lines between them; None for
     any other layout."""
@@ -164,51 +167,54 @@ def _locate(text: str, names: list[str]) -> tuple[int, list[int]] | None:
     return block.end(), lengths
 
 
-def _section_end(text: str, position: int, name: str | None) -> int | None:
+def _section_end(text: bytes, position: int, name: str | None) -> int | None:
     """The end of the LV section that starts (after blank lines) at ``position``, named
     ``name`` (None: any name); None where no balanced section starts there."""
     start = _LV_START.match(text, position)
-    if start is None or name is not None and start.group(1) != name:
+    if start is None or name is not None and start.group(1) != name.encode():
         return None
     end = _LV_END.search(text, start.end())
     if end is None:
         return None
     stop = end.end()
-    if text.count("{", position, stop) != text.count("}", position, stop):
+    if text.count(b"{", position, stop) != text.count(b"}", position, stop):
         return None
     return stop
 
 
-def _update(last: _State, text: str) -> _State | None:
+def _update(last: _State, text: bytes) -> _State | None:
     """The state of ``text`` built from ``last`` with only the changed sections parsed;
-    None, ``_Doubt`` or ``MetadataUnsupported`` where that is not provably right."""
-    if not last.text:
+    None, ``_Doubt``, ``MetadataUnsupported`` or ``UnicodeDecodeError`` where that is
+    not provably right. ``last`` is used up (its containers updated in place: copying
+    100,000 entries would cost more than the change)."""
+    if not last.raw:
         return None
     block = _LV_BLOCK.search(text)
     if block is None:
         return None
     head_end = block.end()
     walk = _walk(last, text, head_end)
-    skeleton = parse_text(text[:head_end] + text[walk.tail_start:])
+    skeleton = parse_text((text[:head_end] + text[walk.tail_start:]).decode("utf-8"))
     vg = skeleton.get(last.vg_name)
     if type(vg) is not dict or vg.get("logical_volumes") != {}:
         raise _Doubt("the LV sections are not the VG's logical_volumes")
     facts = vg_facts(skeleton, last.vg_name, last.pv_uuids)
     memo = last.memo
-    lvs = dict(last.lvs)
-    for name in walk.removed:
-        del lvs[name]
     fresh: dict[str, LVSection] = {}
     for name, section_text in walk.parsed.items():
-        tree = parse_text(section_text)
+        tree = parse_text(section_text.decode("utf-8"))
         if list(tree) != [name]:
             raise _Doubt(f"section {name} does not parse as that one LV")
-        fresh[name] = lvs[name] = LVSection(name, tree[name], memo)
-    state = _State(text, last.vg_name, last.pv_uuids, head_end, walk.names, walk.lengths,
+        fresh[name] = LVSection(name, tree[name], memo)
+    lvs = last.lvs
+    old = {name: lvs.pop(name) for name in (*walk.removed, *fresh) if name in lvs}
+    lvs.update(fresh)
+    state = _State(text, memoryview(text), last.vg_name, last.pv_uuids, head_end,
+                   walk.names, walk.lengths,
                    facts, lvs, last.links, memo, last.rows, last.row_names, last.report,
                    last.children)
-    if facts == last.facts and _only_thin_changes(last, walk.removed, fresh):
-        _update_rows(state, last, walk.removed, fresh)
+    if facts == last.facts and _only_thin_changes(last.links, old, walk.removed, fresh):
+        _update_rows(state, old, walk.removed, fresh)
     else:
         assembly = assemble(facts, lvs, memo)
         state.links, state.report = assembly.links, assembly.report
@@ -238,27 +244,27 @@ class _Walk:
 
     names: list[str]
     lengths: list[int]
-    parsed: dict[str, str]
+    parsed: dict[str, bytes]
     removed: set[str]
     tail_start: int
 
 
-def _walk(last: _State, text: str, head_end: int) -> _Walk:
+def _walk(last: _State, text: bytes, head_end: int) -> _Walk:
     """The old sections walked along the new text: runs of them that are the same bytes
     where the walk stands are skipped at once (their ends shifted), any other section
     is cut out to be parsed."""
-    old_text, old_names, old_lengths = last.text, last.names, last.lengths
+    old_view, old_names, old_lengths = last.view, last.names, last.lengths
     old_ends = list(accumulate(old_lengths, initial=last.head_end))
     count = len(old_names)
     names: list[str] = []
     lengths: list[int] = []
-    parsed: dict[str, str] = {}
+    parsed: dict[str, bytes] = {}
     removed: set[str] = set()
     cursor, i, run = head_end, 0, _FIRST_RUN
     while i < count:
         j = min(count, i + run)
         start, stop = old_ends[i], old_ends[j]
-        if text.startswith(old_text[start:stop], cursor):
+        if text.startswith(old_view[start:stop], cursor):
             names.extend(old_names[i:j])
             lengths.extend(old_lengths[i:j])
             cursor += stop - start
@@ -274,7 +280,7 @@ def _walk(last: _State, text: str, head_end: int) -> _Walk:
         end = _section_end(text, cursor, None)
         if end is None:
             raise _Doubt("an LV section the walk does not understand")
-        name = _LV_START.match(text, cursor).group(1)  # type: ignore[union-attr]
+        name = _name_at(text, cursor)
         if name == old_names[i]:
             i += 1
         elif name in last.lvs:
@@ -289,12 +295,17 @@ def _walk(last: _State, text: str, head_end: int) -> _Walk:
         end = _section_end(text, cursor, None)
         if end is None:
             raise _Doubt("an LV section the walk does not understand")
-        name = _LV_START.match(text, cursor).group(1)  # type: ignore[union-attr]
+        name = _name_at(text, cursor)
         if name in last.lvs and name not in removed:
             raise _Doubt(f"LV {name} twice")
         cursor = _take(name, text, cursor, end, names, lengths, parsed)
     removed.difference_update(parsed)  # moved: parsed again where it is now
     return _Walk(names, lengths, parsed, removed, cursor)
+
+
+def _name_at(text: bytes, cursor: int) -> str:
+    """The name of the LV section found to start at ``cursor``."""
+    return _LV_START.match(text, cursor).group(1).decode()  # type: ignore[union-attr]
 
 
 def _later(name: str, old_names: list[str], after: int) -> int | None:
@@ -305,8 +316,8 @@ def _later(name: str, old_names: list[str], after: int) -> int | None:
         return None
 
 
-def _take(name: str, text: str, cursor: int, end: int, names: list[str],
-          lengths: list[int], parsed: dict[str, str]) -> int:
+def _take(name: str, text: bytes, cursor: int, end: int, names: list[str],
+          lengths: list[int], parsed: dict[str, bytes]) -> int:
     if name in parsed:
         raise _Doubt(f"LV {name} twice")
     parsed[name] = text[cursor:end]
@@ -323,16 +334,15 @@ def _pool_shape(lv: LVSection) -> tuple[object, ...]:
             sorted(segment.items(), key=lambda item: item[0]))
 
 
-def _only_thin_changes(last: _State, removed: set[str],
+def _only_thin_changes(links: Links, old_lvs: dict[str, LVSection], removed: set[str],
                        fresh: dict[str, LVSection]) -> bool:
     """Whether only thin volumes outside every COW and pool link came, went or
-    changed, or a thin pool changed its transaction id alone: then no other row and
-    no VG figure can differ."""
-    links = last.links
+    changed (``old_lvs``: the last versions of those), or a thin pool changed its
+    transaction id alone: then no other row and no VG figure can differ."""
     for name in (*removed, *fresh):
         if name in links.roles or name in links.cow_origin or name in links.origins:
             return False
-        old, new = last.lvs.get(name), fresh.get(name)
+        old, new = old_lvs.get(name), fresh.get(name)
         kinds = {lv.kind for lv in (old, new) if lv is not None}
         if kinds == {"thin"}:
             continue
@@ -342,15 +352,13 @@ def _only_thin_changes(last: _State, removed: set[str],
     return True
 
 
-def _update_rows(state: _State, last: _State, removed: set[str],
+def _update_rows(state: _State, old_lvs: dict[str, LVSection], removed: set[str],
                  fresh: dict[str, LVSection]) -> None:
     """Only the changed LVs' rows redone, each checked as the full assembly checks it;
     an LV gone that a thin LV still names as its origin is a doubt."""
     children = state.children
-    changed = [(lv, -1) for name in (*removed, *fresh) if (lv := last.lvs.get(name))]
-    changed += [(lv, 1) for lv in fresh.values()]
+    changed = [(lv, -1) for lv in old_lvs.values()] + [(lv, 1) for lv in fresh.values()]
     if any(type(_origin(lv)) is str for lv, _ in changed):
-        children = dict(children)
         for lv, step in changed:
             origin = _origin(lv)
             if type(origin) is str:
@@ -359,8 +367,7 @@ def _update_rows(state: _State, last: _State, removed: set[str],
                     del children[origin]
     if any(name in children for name in removed):
         raise _Doubt("a thin LV names a removed LV as its origin")
-    state.children = children
-    rows, row_names = list(state.rows), list(state.row_names)
+    rows, row_names = state.rows, state.row_names
     extent = state.facts.extent_bytes
     changed_rows = []
     for name in removed:
@@ -381,5 +388,4 @@ def _update_rows(state: _State, last: _State, removed: set[str],
         else:
             rows.insert(at, row)
             row_names.insert(at, lv.name)
-    state.rows, state.row_names = rows, row_names
     state.report = state.report.with_rows(tuple(rows), changed_rows, removed)

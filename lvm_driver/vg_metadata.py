@@ -26,7 +26,7 @@ from lvm_driver.report import LogicalVolume, LVAttr, VGReport, gc_paused
 
 __all__ = ["MetadataUnsupported", "report_from_text", "report_from_pvs", "parse_text",
            "VGFacts", "vg_facts", "LVSection", "lv_sections", "Links", "Assembly",
-           "assemble", "lv_row", "check_thin_links"]
+           "assemble", "lv_row", "check_thin_links", "decode_text"]
 
 SECTOR: Final = 512
 #: LVM counts a PV's extents, and an extent's sectors, in 32 bits
@@ -399,21 +399,28 @@ def _row(lv: LVSection, lvs: dict[str, LVSection], cow_origin: dict[str, str], o
 
 def report_from_pvs(fingerprint: mda.Fingerprint, vg_name: str, *,
                     read: mda.BlockReader = mda.read_block,
-                    build: Callable[[str, str, Collection[str]], VGReport] = report_from_text
+                    build: Callable[[bytes, str, Collection[str]], VGReport] | None = None
                     ) -> VGReport:
     """The report from the text the fingerprint's metadata areas point at: read once
     (every area of every PV must point at a text of the same size and checksum), the
-    fingerprint's PVs being all of the VG's; ``build`` makes it from the text (the
-    incremental reader gives the same). MetadataUnsupported, HeaderError or OSError
-    on any doubt."""
+    fingerprint's PVs being all of the VG's; ``build`` makes it from the text's bytes
+    (the incremental reader gives what the full parse gives). MetadataUnsupported,
+    HeaderError or OSError on any doubt."""
     with_text = [pv for pv in fingerprint if pv.areas]
     _need(with_text, "no PV has a metadata area")
     first = with_text[0].areas[0][1:]
     _need(all(area[1:] == first for pv in with_text for area in pv.areas),
           "the metadata areas hold different texts")
     raw = mda.read_metadata_text(with_text[0], read=read)
+    uuids = [pv.pv_uuid for pv in fingerprint]
+    if build is None:
+        return report_from_text(decode_text(raw), vg_name, uuids)
+    return build(raw, vg_name, uuids)
+
+
+def decode_text(raw: bytes) -> str:
+    """The metadata text as read, decoded; MetadataUnsupported where it is not UTF-8."""
     try:
-        text = raw.decode("utf-8")
+        return raw.decode("utf-8")
     except UnicodeDecodeError:
         raise MetadataUnsupported("the metadata text is not UTF-8") from None
-    return build(text, vg_name, [pv.pv_uuid for pv in fingerprint])

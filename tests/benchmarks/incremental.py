@@ -1,0 +1,134 @@
+"""The metadata text's parse on the host: a cold full parse against the incremental
+read after a one-LV change, at 1,000 to 100,000 thin LVs, on generated texts
+(``vgmeta``, flush left as LVM writes them into a metadata area). No LVM, no root.
+
+Beside them, what bounds the incremental read at 100,000 LVs: the text's bytes
+themselves (decoding them, LVM's checksum over them, one comparison of the whole
+text with the last one), which any reader of a changed text pays.
+
+    python -m tests.benchmarks.incremental [--sizes 1000,10000,100000] [--runs 5]
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import gc
+import os
+import random
+import statistics
+import sys
+import time
+from collections.abc import Callable
+from typing import Any
+
+from lvm_driver import mda
+from lvm_driver.vg_incremental import IncrementalReader
+from lvm_driver.vg_metadata import decode_text, report_from_text
+from tests.benchmarks import vgmeta
+from tests.benchmarks.run import describe_machine, machine
+
+GiB = 1024 ** 3
+VG = "incvg"
+
+
+def flush_left(text: str) -> str:
+    """The text as LVM writes it into a metadata area: no indentation."""
+    return "\n".join(line.lstrip("\t") for line in text.split("\n"))
+
+
+def texts(lv_count: int, changes: int) -> tuple[list[str], list[str]]:
+    """The VG's text, then after each of ``changes`` one-LV changes (a thin LV created,
+    the next removed, in turn), and the PV UUIDs."""
+    layout = vgmeta.plan_vg(vg_name=VG, device="/dev/loop7", dev_size_bytes=64 * 1024 * GiB,
+                            lv_count=lv_count, metadata_area_bytes=1024 ** 3)
+    rng = random.Random(lv_count)
+    out = [flush_left(vgmeta.metadata_text(layout))]
+    for step in range(changes):
+        lvs = list(layout.thin_lvs)
+        if step % 2 == 0:
+            lvs.append(vgmeta.ThinLV(name=f"volume-bench-{step}", uuid=vgmeta.lvm_uuid(rng),
+                                     extents=256, device_id=lv_count + 1 + step, tags=(),
+                                     origin=None))
+        else:
+            lvs.pop(rng.randrange(len(lvs) // 2))  # never a snapshot's origin: none here
+        layout = dataclasses.replace(layout, thin_lvs=tuple(lvs), seqno=layout.seqno + 1)
+        out.append(flush_left(vgmeta.metadata_text(layout)))
+    return out, [layout.pv_uuid.replace("-", "")]
+
+
+def _timed(fn: Callable[[], Any]) -> float:
+    gc.collect()
+    started = time.perf_counter()
+    fn()
+    return time.perf_counter() - started
+
+
+def measure(lv_count: int, runs: int) -> dict[str, Any]:
+    """Medians (seconds) of each measurement at ``lv_count`` thin LVs (snapshots none),
+    each reader given the text's bytes as read from the PV."""
+    decoded, uuids = texts(lv_count, runs)
+    all_raw = [text.encode() for text in decoded]
+    raw = all_raw[0]
+    full = [_timed(lambda: report_from_text(decode_text(raw), VG, uuids))
+            for _ in range(max(1, runs // 2))]
+    reader = IncrementalReader()
+    reader.report(raw, VG, uuids)
+    incremental = [_timed(lambda changed=changed: reader.report(changed, VG, uuids))
+                   for changed in all_raw[1:]]
+    assert reader.stats == type(reader.stats)(full=1, incremental=runs), reader.stats
+    other, view = bytes(bytearray(raw)), memoryview(raw)  # equal bytes, another object
+    return {
+        "lv_count": lv_count, "text_bytes": len(raw),
+        "full_parse_s": statistics.median(full),
+        "incremental_s": statistics.median(incremental),
+        "decode_s": statistics.median(_timed(raw.decode) for _ in range(3)),
+        "checksum_s": statistics.median(_timed(lambda: mda.calc_crc(mda.INITIAL_CRC, raw))
+                                        for _ in range(3)),
+        "compare_s": statistics.median(_timed(lambda: other.startswith(view[:-200]))
+                                       for _ in range(3)),
+    }
+
+
+def render(result: dict[str, Any]) -> str:
+    lines = ["### The metadata text's parse on the host: cold, and after a one-LV change\n",
+             f"- Command: `{result['command']}`",
+             f"- Machine: {describe_machine(result['machine'])}; load average before "
+             f"{result['load_before']}, after {result['load_after']}",
+             f"- Median of {result['runs']} one-LV changes (create and remove in turn) for "
+             "the incremental read, of "
+             f"{max(1, result['runs'] // 2)} cold parses; took {result['took_s']:.0f} s\n",
+             "| thin LVs | text | cold full parse | incremental read after a one-LV change "
+             "| full / incremental | the text's bytes: decode | LVM's checksum | one "
+             "comparison with the last text |",
+             "|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    for m in result["sizes"]:
+        lines.append(
+            f"| {m['lv_count']:,} | {m['text_bytes'] / 1024 ** 2:.1f} MiB | "
+            f"{m['full_parse_s'] * 1e3:.0f} ms | {m['incremental_s'] * 1e3:.1f} ms | "
+            f"{m['full_parse_s'] / m['incremental_s']:.0f}x | {m['decode_s'] * 1e3:.1f} ms | "
+            f"{m['checksum_s'] * 1e3:.1f} ms | {m['compare_s'] * 1e3:.1f} ms |")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--sizes", default="1000,10000,100000")
+    parser.add_argument("--runs", type=int, default=5)
+    args = parser.parse_args(argv)
+    started = time.time()
+    load_before = " ".join(f"{x:.2f}" for x in os.getloadavg())
+    sizes = [measure(int(size), args.runs) for size in args.sizes.split(",")]
+    result = {"command": "python -m tests.benchmarks.incremental "
+                         + " ".join(argv if argv is not None else sys.argv[1:]),
+              "machine": machine(), "runs": args.runs, "sizes": sizes,
+              "load_before": load_before,
+              "load_after": " ".join(f"{x:.2f}" for x in os.getloadavg()),
+              "took_s": time.time() - started}
+    print(render(result))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
