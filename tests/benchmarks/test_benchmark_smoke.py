@@ -102,3 +102,13 @@ def test_real_dm_report_renders_every_path_and_ratio():
     assert realdm._lvcreate_line(7, 1).split() == [
         "lvcreate", "-q", "-T", "-V", "1g", "-n", "volume-00007", "--addtag",
         "driver_kit_volume", "dkrealdm/pool"]
+
+
+def test_the_incremental_read_after_a_one_lv_change_stays_far_below_a_full_parse():
+    """A regression guard with a wide margin, not the targets: at 2,000 LVs the read after
+    a one-LV change is measured at about 1/20 of the full parse or less; it must stay
+    under a third of it (medians of three changes, side by side in one run)."""
+    from tests.benchmarks import incremental
+
+    result = incremental.measure(2000, 3)
+    assert result["incremental_s"] * 3 < result["full_parse_s"], result
