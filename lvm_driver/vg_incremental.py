@@ -251,7 +251,7 @@ class _Walk:
 
 def _walk(last: _State, text: bytes, head_end: int) -> _Walk:
     """The old sections walked along the new text: runs of them that are the same bytes
-    where the walk stands are skipped at once (their ends shifted), any other section
+    where the walk stands are taken at once (their lengths kept), any other section
     is cut out to be parsed."""
     old_view, old_names, old_lengths = last.view, last.names, last.lengths
     old_ends = list(accumulate(old_lengths, initial=last.head_end))
