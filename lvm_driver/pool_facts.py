@@ -9,6 +9,7 @@ comes from that one read.
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from typing import Final
 
 from driver_kit import PoolFacts
@@ -54,12 +55,17 @@ def implausible(report: VGReport, pool_name: str) -> str | None:
                 f"listed: an empty or truncated report, or the pool is gone)")
     if not pool.is_thin_pool:
         return f"{pool_name!r} is not a thin pool (lv_attr {pool.attr.raw!r})"
-    beyond = _beyond_lvm(report)
+    beyond = report.summary("beyond_lvm", _beyond_lvm)
     if beyond:
         return beyond
     if report.vg_free_bytes > report.vg_size_bytes:
         return (f"VG free {report.vg_free_bytes} bytes, size {report.vg_size_bytes} "
                 f"bytes, extent {report.extent_size_bytes} bytes")
+    return report.summary("inconsistent", _inconsistent)
+
+
+def _inconsistent(report: VGReport) -> str | None:
+    """Extents held beyond the VG's allocated ones, or a dangling pool or origin."""
     # what holds extents of its own: pools, thick volumes, COW snapshots (never the
     # virtual size of a thin LV, even one that is a COW snapshot's origin)
     allocated = sum(lv.size_bytes for lv in report.lvs
@@ -121,22 +127,39 @@ def _thin_pool_facts(report: VGReport, vg_name: str, pool_name: str) -> PoolFact
                                    f"(pool inactive?)")
     total = pool.size_bytes
     used, free = thin_pool_usage(total, pool.data_percent, pool.metadata_percent)
-    volumes, snapshots = [], []
-    for lv in report.thin_volumes(pool_name):
-        (snapshots if is_snapshot(lv) else volumes).append(lv)
-    ours = [lv for lv in volumes if VOLUME_TAG in lv.tags]
+    sums = report.summary(f"thin-pool:{pool_name}", lambda r: _ThinSums.of(r, pool_name))
     return PoolFacts(
         pool_name=pool_name, total_bytes=total, free_bytes=free,
-        provisioned_bytes=sum(lv.size_bytes for lv in volumes),
-        snapshot_bytes=sum(lv.size_bytes for lv in snapshots),
+        provisioned_bytes=sums.provisioned_bytes, snapshot_bytes=sums.snapshot_bytes,
         thin_provisioning_support=True, thick_provisioning_support=False,
-        total_volumes=len(volumes), used_bytes=used,
-        # the bulk read asks the kernel nothing per LV: no data% of each volume
-        driver_used_bytes=None if any(lv.data_percent is None for lv in ours) else sum(
-            math.ceil(lv.size_bytes * lv.data_percent / 100) for lv in ours),
+        total_volumes=sums.volumes, used_bytes=used,
+        driver_used_bytes=sums.driver_used_bytes,
         data_percent=pool.data_percent, metadata_percent=pool.metadata_percent,
         location_info=f"ThinLVMDriver:{vg_name}:{pool_name}",
-        extra={"volume_group": vg_name, "snapshot_count": len(snapshots)})
+        extra={"volume_group": vg_name, "snapshot_count": sums.snapshots})
+
+
+@dataclass(frozen=True, slots=True)
+class _ThinSums:
+    """A thin pool's volumes and snapshots, counted and summed (bytes)."""
+
+    volumes: int
+    provisioned_bytes: int
+    snapshots: int
+    snapshot_bytes: int
+    driver_used_bytes: int | None
+
+    @classmethod
+    def of(cls, report: VGReport, pool_name: str) -> "_ThinSums":
+        volumes, snapshots = [], []
+        for lv in report.thin_volumes(pool_name):
+            (snapshots if is_snapshot(lv) else volumes).append(lv)
+        ours = [lv for lv in volumes if VOLUME_TAG in lv.tags]
+        return cls(len(volumes), sum(lv.size_bytes for lv in volumes), len(snapshots),
+                   sum(lv.size_bytes for lv in snapshots),
+                   # the bulk read asks the kernel nothing per LV: no data% of each volume
+                   None if any(lv.data_percent is None for lv in ours) else sum(
+                       math.ceil(lv.size_bytes * lv.data_percent / 100) for lv in ours))
 
 
 def thick_space(report: VGReport) -> tuple[int, int]:

@@ -166,6 +166,8 @@ class VGInfo:
     extent_size_bytes: int
 
 
+_T = TypeVar("_T")
+
 #: names changed since an LV index was built, at most, before it is built anew
 _INDEX_CHANGES: Final = 4096
 
@@ -184,9 +186,22 @@ class VGReport:
     #: names changed since ``_by_name`` was built (None: removed), looked up first
     _changes: dict[str, LogicalVolume | None] | None = field(
         init=False, repr=False, compare=False, default=None)
+    #: ``summary`` values, shared with reports that differ only in thin pools' usage
+    _summaries: dict[str, Any] = field(init=False, repr=False, compare=False,
+                                       default=None)  # type: ignore[assignment]
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "_by_name", {lv.name: lv for lv in self.lvs})
+        object.__setattr__(self, "_summaries", {})
+
+    def summary(self, key: str, compute: Callable[[VGReport], _T]) -> _T:
+        """``compute(self)``, once for this report and every report ``with_lvs`` lays
+        thin pools' usage over: a refresh's sums over 10,000 LVs are done once while the
+        VG is unchanged. ``compute`` must not depend on a thin pool's usage."""
+        summaries = self._summaries
+        if key not in summaries:
+            summaries[key] = compute(self)
+        return summaries[key]
 
     def find_lv(self, name: str) -> LogicalVolume | None:
         """The LV of that name, or None."""
@@ -208,11 +223,17 @@ class VGReport:
         pool's usage laid over a reused report, without rebuilding the whole index."""
         lvs = list(self.lvs)
         changes: dict[str, LogicalVolume | None] = {}
+        usage_only = True
         for index, lv in replaced.items():
             if lvs[index].name != lv.name:
                 raise ValueError(f"LV {index} is {lvs[index].name!r}, not {lv.name!r}")
+            usage_only = usage_only and lvs[index].is_thin_pool and lvs[index]._replace(
+                data_percent=lv.data_percent, metadata_percent=lv.metadata_percent) == lv
             lvs[index] = changes[lv.name] = lv
-        return self._changed(tuple(lvs), changes)
+        report = self._changed(tuple(lvs), changes)
+        if usage_only:
+            object.__setattr__(report, "_summaries", self._summaries)
+        return report
 
     def with_rows(self, lvs: tuple[LogicalVolume, ...], changed: Iterable[LogicalVolume],
                   removed: Iterable[str]) -> VGReport:
@@ -239,6 +260,7 @@ class VGReport:
         object.__setattr__(report, "lvs", lvs)
         object.__setattr__(report, "_by_name", by_name)
         object.__setattr__(report, "_changes", changes or None)
+        object.__setattr__(report, "_summaries", {})
         return report
 
     def thin_pools(self) -> tuple[LogicalVolume, ...]:
@@ -342,7 +364,6 @@ def _tag_tuple(text: str) -> tuple[str, ...]:
     return tuple(text.split(",")) if text else ()
 
 
-_T = TypeVar("_T")
 
 
 class _Memo(dict[str, _T]):

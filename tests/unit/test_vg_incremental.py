@@ -264,3 +264,40 @@ def test_a_changed_lv_that_names_what_is_not_there_is_refused(setting, value):
         report_from_text(text, "incvg", _uuids(layout))
     with pytest.raises(MetadataUnsupported):
         reader.report(text, "incvg", _uuids(layout))
+
+
+# -- the report a change makes ---------------------------------------------------------
+
+def test_a_report_after_a_change_finds_every_lv_and_none_removed():
+    layout = _layout(50)
+    reader = IncrementalReader()
+    first = reader.report(vgmeta.metadata_text(layout), "incvg", _uuids(layout))
+    gone = layout.thin_lvs[3].name
+    changed = _apply(_apply(layout, ("remove", 3, 0)), ("create", 8, 8))
+    report = reader.report(vgmeta.metadata_text(changed), "incvg", _uuids(layout))
+    assert reader.stats.incremental == 1
+    assert report.find_lv(gone) is None and first.find_lv(gone) is not None
+    with pytest.raises(LookupError):
+        report.get_lv(gone)
+    assert all(report.find_lv(lv.name) is lv for lv in report.lvs)
+    assert all(first.find_lv(lv.name) is lv for lv in first.lvs)  # the old one unchanged
+
+
+def test_a_summary_is_shared_only_with_reports_that_differ_in_a_pools_usage():
+    layout = _layout(20)
+    report = IncrementalReader().report(vgmeta.metadata_text(layout), "incvg",
+                                        _uuids(layout))
+    calls = []
+    count = lambda r: calls.append(r) or len(r.lvs)  # noqa: E731
+    pool_at = next(i for i, lv in enumerate(report.lvs) if lv.is_thin_pool)
+    pool = report.lvs[pool_at]
+    with_usage = report.with_lvs({pool_at: pool._replace(data_percent=12.5,
+                                                         metadata_percent=3.0)})
+    assert report.summary("n", count) == with_usage.summary("n", count) == 21
+    assert len(calls) == 1
+    volume_at = next(i for i, lv in enumerate(report.lvs) if not lv.is_thin_pool)
+    retagged = report.with_lvs({volume_at: report.lvs[volume_at]._replace(tags=("x",))})
+    resized = report.with_lvs({pool_at: pool._replace(size_bytes=pool.size_bytes * 2)})
+    retagged.summary("n", count)
+    resized.summary("n", count)
+    assert len(calls) == 3
