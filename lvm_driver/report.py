@@ -16,81 +16,15 @@ import math
 import operator
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
-from typing import Any, Final, NamedTuple, TypeVar
+from typing import Any, Final, NamedTuple, TypeAlias, TypeVar
 
 from driver_kit.exceptions import NotFound
 
 from lvm_driver.executor import LVMOutputError
+from lvm_driver.lv_attr import LVAttr
 
 # ---------------------------------------------------------------------------
 # Records
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class LVAttr:
-    """The 10 characters of ``lv_attr`` decoded once (see lvs(8))."""
-
-    raw: str
-    volume_type: str        # t thin pool, V thin volume, - plain, s COW snapshot, o origin
-    permissions: str        # w writeable, r read-only, R read-only activation
-    allocation_policy: str  # i inherited, n normal, c contiguous, l cling, a anywhere
-    fixed_minor: bool
-    state: str              # a active, - inactive, X unknown, s suspended, ...
-    device_open: bool | None  # None when LVM cannot tell (X)
-    target_type: str        # t thin, - none, s snapshot, m mirror, r raid, ...
-    zero: bool              # newly-allocated blocks are zeroed
-    health: str             # - ok, p partial, F failed, D out of data, M md read-only
-    skip_activation: bool   # k: skipped by normal activation (thin snapshots)
-
-    @classmethod
-    def parse(cls, raw: str) -> LVAttr:
-        """Decode an ``lv_attr`` string; LVMOutputError unless it has 10 chars."""
-        if not isinstance(raw, str) or len(raw) != 10:
-            raise LVMOutputError(f"lv_attr must be 10 characters, got {raw!r}")
-        open_char = raw[5]
-        return cls(
-            raw=raw, volume_type=raw[0], permissions=raw[1],
-            allocation_policy=raw[2], fixed_minor=raw[3] == "m", state=raw[4],
-            device_open=None if open_char == "X" else open_char == "o",
-            target_type=raw[6], zero=raw[7] == "z", health=raw[8],
-            skip_activation=raw[9] == "k")
-
-    @property
-    def is_thin_pool(self) -> bool:
-        return self.volume_type == "t"
-
-    @property
-    def is_thin_volume(self) -> bool:
-        """A thin LV by its segment type (target ``t``), whether or not it is also the
-        origin of a COW snapshot (volume type ``o``, ``O`` merging) or plain ``V``."""
-        return self.target_type == "t" and self.volume_type != "t"
-
-    @property
-    def is_cow_snapshot(self) -> bool:
-        """An old-style (COW) snapshot: its own extents store the origin's old blocks."""
-        return self.volume_type in "sS" and self.target_type == "s"
-
-    @property
-    def is_active(self) -> bool:
-        return self.state == "a"
-
-    @property
-    def is_state_known(self) -> bool:
-        """False when LVM could not ask the kernel (e.g. activation disabled)."""
-        return self.state != "X"
-
-    @property
-    def is_writable(self) -> bool:
-        return self.permissions == "w"
-
-    @property
-    def is_partial(self) -> bool:
-        return self.health == "p"
-
-    @property
-    def is_healthy(self) -> bool:
-        """No health flag: not partial, failed, out of space or read-only."""
-        return self.health == "-"
 
 
 #: volume_type characters of LVs that may hold their own extents as volumes (``o``/``O``
@@ -168,6 +102,11 @@ class VGInfo:
 
 _T = TypeVar("_T")
 
+#: how a summary follows a change: (new report, value, rows before, rows after) ->
+#: (new value,), or None to compute it anew
+SummaryUpdate: TypeAlias = Callable[["VGReport", Any, tuple["LogicalVolume", ...],
+                                     tuple["LogicalVolume", ...]], "tuple[Any] | None"]
+
 #: names changed since an LV index was built, at most, before it is built anew
 _INDEX_CHANGES: Final = 4096
 
@@ -186,22 +125,27 @@ class VGReport:
     #: names changed since ``_by_name`` was built (None: removed), looked up first
     _changes: dict[str, LogicalVolume | None] | None = field(
         init=False, repr=False, compare=False, default=None)
-    #: ``summary`` values, shared with reports that differ only in thin pools' usage
-    _summaries: dict[str, Any] = field(init=False, repr=False, compare=False,
-                                       default=None)  # type: ignore[assignment]
+    #: ``summary`` values and their updaters, shared with reports that differ only in
+    #: thin pools' usage
+    _summaries: dict[str, tuple[Any, SummaryUpdate | None]] = field(
+        init=False, repr=False, compare=False, default=None)  # type: ignore[assignment]
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "_by_name", {lv.name: lv for lv in self.lvs})
         object.__setattr__(self, "_summaries", {})
 
-    def summary(self, key: str, compute: Callable[[VGReport], _T]) -> _T:
+    def summary(self, key: str, compute: Callable[[VGReport], _T],
+                update: SummaryUpdate | None = None) -> _T:
         """``compute(self)``, once for this report and every report ``with_lvs`` lays
         thin pools' usage over: a refresh's sums over 10,000 LVs are done once while the
-        VG is unchanged. ``compute`` must not depend on a thin pool's usage."""
+        VG is unchanged. ``compute`` must not depend on a thin pool's usage.
+        ``update(report, value, before, after)``: the value for the report ``with_rows``
+        makes from this one (``before``: the rows replaced or removed, ``after``: the
+        new ones), as a 1-tuple, or None to compute it anew."""
         summaries = self._summaries
         if key not in summaries:
-            summaries[key] = compute(self)
-        return summaries[key]
+            summaries[key] = (compute(self), update)
+        return summaries[key][0]
 
     def find_lv(self, name: str) -> LogicalVolume | None:
         """The LV of that name, or None."""
@@ -238,11 +182,20 @@ class VGReport:
     def with_rows(self, lvs: tuple[LogicalVolume, ...], changed: Iterable[LogicalVolume],
                   removed: Iterable[str]) -> VGReport:
         """This report with ``lvs`` (the new rows, in order) where only ``changed`` rows
-        differ and ``removed`` names are gone: the index updated, not rebuilt (a
-        change of one LV among 100,000)."""
+        (new or replaced) differ and ``removed`` names are gone: the index updated, not
+        rebuilt, and each summary that has an updater carried over (a change of one LV
+        among 100,000)."""
+        after = tuple(changed)
         changes: dict[str, LogicalVolume | None] = dict.fromkeys(removed)
-        changes.update((lv.name, lv) for lv in changed)
-        return self._changed(lvs, changes)
+        before = tuple(lv for name in (*changes, *(lv.name for lv in after))
+                       if (lv := self.find_lv(name)) is not None)
+        changes.update((lv.name, lv) for lv in after)
+        report = self._changed(lvs, changes)
+        for key, (value, update) in self._summaries.items():
+            carried = None if update is None else update(report, value, before, after)
+            if carried is not None:
+                report._summaries[key] = (carried[0], update)
+        return report
 
     def _changed(self, lvs: tuple[LogicalVolume, ...],
                  changes: dict[str, LogicalVolume | None]) -> VGReport:

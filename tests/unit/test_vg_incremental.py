@@ -17,6 +17,7 @@ from hypothesis import strategies as st
 
 from lvm_driver import mda
 from lvm_driver.executor import LVMCommandError
+from lvm_driver.pool_facts import implausible, pool_facts
 from lvm_driver.report_cache import ReportCache, parse_pvs_report, sources_of
 from lvm_driver.simulator import LVMSimulator
 from lvm_driver.vg_incremental import IncrementalReader
@@ -94,6 +95,15 @@ def _apply(layout: vgmeta.VGLayout, op: tuple[str, int, int]) -> vgmeta.VGLayout
     return dataclasses.replace(layout, thin_lvs=tuple(lvs), seqno=layout.seqno + 1)
 
 
+def _pool_figures(report):
+    """What a stats refresh takes from the report (its checks and the pool's sums, carried
+    from the last report where only thin LVs changed), with a pool usage laid over it."""
+    at = next(i for i, lv in enumerate(report.lvs) if lv.is_thin_pool)
+    used = report.with_lvs({at: report.lvs[at]._replace(data_percent=10.0,
+                                                        metadata_percent=5.0)})
+    return implausible(used, "pool"), pool_facts(used, "incvg", "pool", offer_thick=True)
+
+
 OPS = st.lists(st.tuples(st.sampled_from(["create", "snapshot", "remove", "extend", "tag",
                                           "rename", "pool-size", "pool-zero"]),
                          st.integers(0, 10_000), st.integers(0, 50)),
@@ -111,8 +121,11 @@ def test_random_operator_sequences_read_as_the_full_parse_reads_them(ops, flush_
         text = form(vgmeta.metadata_text(layout))
         if not zeroing:  # lvchange -Zn on the pool: every thin LV's attr changes
             text = text.replace("zero_new_blocks = 1", "zero_new_blocks = 0")
-        assert _outcome(reader.report, text, "incvg", _uuids(layout)) == _outcome(
-            report_from_text, text, "incvg", _uuids(layout)), op
+        outcome = _outcome(reader.report, text, "incvg", _uuids(layout))
+        assert outcome == _outcome(report_from_text, text, "incvg", _uuids(layout)), op
+        if outcome != "refused":
+            assert _pool_figures(reader.report(text, "incvg", _uuids(layout))) == (
+                _pool_figures(report_from_text(text, "incvg", _uuids(layout)))), op
         zeroing ^= op[0] == "pool-zero"
         layout = _apply(layout, op)
 
@@ -301,3 +314,16 @@ def test_a_summary_is_shared_only_with_reports_that_differ_in_a_pools_usage():
     retagged.summary("n", count)
     resized.summary("n", count)
     assert len(calls) == 3
+
+
+def test_the_checks_carried_over_a_change_still_see_a_dangling_origin():
+    layout = _layout(40)
+    report = report_from_text(vgmeta.metadata_text(layout), "incvg", _uuids(layout))
+    assert implausible(report, "pool") is None
+    snapshot = next(lv for lv in report.lvs if lv.origin is not None)
+    rows = tuple(lv for lv in report.lvs if lv.name != snapshot.origin)
+    without_origin = report.with_rows(rows, (), (snapshot.origin,))
+    assert "names origin" in implausible(without_origin, "pool")
+    orphan = snapshot._replace(name="orphan", origin="no-such-lv")
+    with_orphan = report.with_rows(tuple(sorted((*report.lvs, orphan))), (orphan,), ())
+    assert "names origin 'no-such-lv'" in implausible(with_orphan, "pool")
