@@ -266,27 +266,34 @@ def main(argv: list[str] | None = None) -> int:
               "tests/benchmarks/run_realdm.sh --creates", file=sys.stderr)
         return 2
     started = time.time()
-    load = open("/proc/loadavg", encoding="ascii").read().strip()
+    with open("/proc/loadavg", encoding="ascii") as f:
+        load = f.read().strip()
     sizes: list[dict[str, Any]] = []
     failed: list[str] = []
+    text = ""
     for count in (int(size) for size in args.sizes.split(",")):
         try:
             sizes.append(measure_size(count, args.runs))
+            print(f"# {count} LVs measured", file=sys.stderr)
         except Exception as exc:  # noqa: BLE001 - the other sizes are still measured
             print(f"# {count} LVs failed: {exc!r}", file=sys.stderr)
             failed.append(f"{count:,} LVs: {exc!r}"[:600])
-            continue
-        print(f"# {count} LVs measured", file=sys.stderr)
-    result = {"command": os.environ.get("DK_BENCH_COMMAND",
-                                        "python -m tests.benchmarks.realdm_creates"),
-              "machine": machine(), "runs": args.runs, "sizes": sizes,
-              "took_s": time.time() - started, "load": load, "failed": failed}
-    text = render(result)
+        text = _report(args, sizes, failed, started, load)  # kept as each size ends
     print(text)
+    return 0
+
+
+def _report(args: argparse.Namespace, sizes: list[dict[str, Any]], failed: list[str],
+            started: float, load: str) -> str:
+    """The report of the sizes measured so far, written to ``--markdown-out`` too."""
+    text = render({"command": os.environ.get("DK_BENCH_COMMAND",
+                                             "python -m tests.benchmarks.realdm_creates"),
+                   "machine": machine(), "runs": args.runs, "sizes": sizes,
+                   "took_s": time.time() - started, "load": load, "failed": failed})
     if args.markdown_out:
         with open(args.markdown_out, "w", encoding="utf-8") as f:
             f.write(text + "\n")
-    return 0
+    return text
 
 
 if __name__ == "__main__":
