@@ -45,6 +45,8 @@ _LV_END: Final = re.compile(rb"\n[ \t]*\}\n[ \t]*\}\n")
 _BLOCK_CLOSE: Final = re.compile(rb"\s*\}")
 #: sections compared as one run at first; the run doubles while they match
 _FIRST_RUN: Final = 64
+#: memoised values (tag lists, flags, attrs) kept per LV at most, gone ones included
+_MEMO_PER_LV: Final = 4
 
 
 @dataclass(frozen=True, slots=True)
@@ -187,8 +189,8 @@ def _update(last: _State, text: bytes) -> _State | None:
     None, ``_Doubt``, ``MetadataUnsupported`` or ``UnicodeDecodeError`` where that is
     not provably right. ``last`` is used up (its containers updated in place: copying
     100,000 entries would cost more than the change)."""
-    if not last.raw:
-        return None
+    if not last.raw or len(last.memo) > _MEMO_PER_LV * len(last.lvs) + 1024:
+        return None  # the memo of tags and attrs seen is rebuilt by the full parse
     block = _LV_BLOCK.search(text)
     if block is None:
         return None
