@@ -8,9 +8,8 @@ checked ``vg_metadata.LVSection``. On a new text it walks the old sections along
 the new bytes (runs of them compared at once, no copy), decodes and parses only
 the sections that are new or differ, and the VG's own settings (the text with
 its LV sections taken out: a few hundred bytes) with the full reader's own
-checks.
-When only thin volumes changed (and the pool's transaction id), only their
-rows are redone; any other change assembles the report again from the
+checks. When only thin volumes changed (and the pool's transaction id), only
+their rows are redone; any other change assembles the report again from the
 sections (``vg_metadata.assemble``, every cross-LV check), still without
 parsing the unchanged ones. Any doubt (a layout not understood, a section
 that does not parse alone as one LV, a name twice, a check that fails) means
@@ -23,9 +22,9 @@ from __future__ import annotations
 import bisect
 import re
 import threading
-from itertools import accumulate
 from collections.abc import Collection, Iterable
 from dataclasses import dataclass
+from itertools import accumulate
 from typing import Any, Final
 
 from lvm_driver.report import LogicalVolume, VGReport, gc_paused
