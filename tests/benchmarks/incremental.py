@@ -6,6 +6,11 @@ Beside them, what bounds the incremental read at 100,000 LVs: the text's bytes
 themselves (decoding them, LVM's checksum over them, one comparison of the whole
 text with the last one), which any reader of a changed text pays.
 
+With ``--creates 1000,10000`` (root, as ``--real``), the driver's own work per create
+on such a VG: its ``lvcreate`` (which needs device-mapper) stood in for by a real
+commit of the same VG, an ``lvchange --addtag``, timed apart, against that command
+alone, alternating; and the admission lock's hold time.
+
 With ``--real 1000,10000`` (root, lvm2, a loop device; no device-mapper needed), the
 refresh after an operator's change on a real VG restored from generated metadata
 (``realvg``): each round an ``lvchange --addtag`` of one thin LV in its own process,
@@ -15,7 +20,7 @@ refresh as Cinder's LVM driver does it, side by side. The pool is inactive: its
 usage is a stand-in on both paths (``refresh.PoolUsageFiller``).
 
     python -m tests.benchmarks.incremental [--sizes 1000,10000,100000] [--runs 5]
-                                           [--real 1000,10000]
+                                           [--real 1000,10000] [--creates 1000,10000]
 """
 
 from __future__ import annotations
@@ -132,6 +137,83 @@ def measure_real(lv_count: int, runs: int) -> dict[str, Any]:
             **{name: statistics.median(values) for name, values in series.items()}}
 
 
+def measure_creates(lv_count: int, runs: int) -> dict[str, Any]:
+    """The driver's own work per create on a restored VG (host, no device-mapper): its
+    ``lvcreate`` stood in for by a real LVM commit of the same VG (``lvchange --addtag``
+    of one thin LV, timed apart), against that command alone in a loop."""
+    import uuid
+
+    from driver_kit import load_backend_config
+    from lvm_driver.driver import LVM_OPTS, ThinLVMDriver
+    from lvm_driver.executor import LVMExecutor
+    from tests.benchmarks import realdm_creates as C
+    from tests.benchmarks import refresh as R
+    from tests.benchmarks.realvg import RealVG
+    with RealVG("dkincvg", metadata_area_bytes=max(8, lv_count // 200) * 1024 ** 2) as vg:
+        layout = vg.restore(lv_count)
+        env = vg.env()
+        target = f"{vg.vg_name}/{layout.thin_lvs[0].name}"
+
+        def stand_in(argv: list[str]) -> list[str]:
+            if argv[0] != "lvcreate":
+                return argv
+            return ["lvchange", "--addtag", argv[argv.index("--name") + 1], target]
+
+        timed = C.TimedRunner()
+        runner = R.PoolUsageFiller(lambda argv, env, timeout_s: timed(stand_in(argv), env,
+                                                                      timeout_s), "pool")
+        conf = load_backend_config(extra_opts=LVM_OPTS, overrides={
+            "volume_group": vg.vg_name, "lvm_thin_pool_name": "pool",
+            "lvm_create_thin_pool": False, "lock_path": str(vg.workdir / "locks"),
+            "lvm_conf_file": vg.lvm_conf, "lvm_command_timeout": 600.0,
+            "lvm_metadata_parse": True, "max_over_subscription_ratio": "1000"})
+        driver = ThinLVMDriver(conf, executor=LVMExecutor(
+            lvm_system_dir=str(vg.conf_dir), timeout_s=600.0, runner=runner))
+        driver.do_setup()
+        driver.create_volume(f"volume-{uuid.uuid4()}", 1)  # untimed: the PVs learned
+        series: dict[str, list[float]] = {"bare": [], "driver": [], "process": [],
+                                          "own": [], "lock_held": []}
+        held: list[float] = []
+        with C.lock_timer(driver, held):
+            for round_ in range(runs):
+                for path in (("bare", "driver") if round_ % 2 else ("driver", "bare")):
+                    name = f"volume-{uuid.uuid4()}"
+                    if path == "bare":
+                        series["bare"].append(_timed(lambda: _run_checked(
+                            ["lvchange", "--addtag", name, target], env)))
+                        continue
+                    timed.calls.clear()
+                    del held[:]
+                    wall = _timed(lambda: driver.create_volume(name, 1))
+                    process = sum(s for command, s in timed.calls if command == "lvchange")
+                    series["driver"].append(wall)
+                    series["process"].append(process)
+                    series["own"].append(wall - process)
+                    series["lock_held"].append(sum(held))
+        stats = driver.vg.report_cache_stats
+    return {"lv_count": lv_count, "series": series, "cache": stats,
+            **{name: statistics.median(values) for name, values in series.items()}}
+
+
+def render_creates(creates: list[dict[str, Any]], runs: int) -> str:
+    lines = ["\n### The driver's own work per create (host, restored VG, `lvcreate` stood in "
+             "for by an `lvchange --addtag` commit)\n",
+             f"Median of {runs} creates by each path, alternating.\n",
+             "| thin LVs | bare LVM command | driver `create_volume` | its LVM command | "
+             "driver's own work | own / LVM command | admission lock held | "
+             "creates/s driver / bare |",
+             "|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    for m in creates:
+        lines.append(
+            f"| {m['lv_count']:,} | {m['bare'] * 1e3:.0f} ms | {m['driver'] * 1e3:.0f} ms | "
+            f"{m['process'] * 1e3:.0f} ms | {m['own'] * 1e3:.1f} ms | "
+            f"{m['own'] / m['process'] * 100:.1f}% | {m['lock_held'] * 1e3:.0f} ms | "
+            f"{m['bare'] / m['driver'] * 100:.0f}% |")
+    lines.append("")
+    lines.extend(f"- {m['lv_count']:,} LVs: report cache {m['cache']}" for m in creates)
+    return "\n".join(lines)
+
+
 def _run_checked(argv: list[str], env: dict[str, str]) -> None:
     import subprocess
     subprocess.run(argv, env=env, check=True, capture_output=True)
@@ -183,18 +265,23 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--sizes", default="1000,10000,100000")
     parser.add_argument("--runs", type=int, default=5)
     parser.add_argument("--real", default="", help="sizes of the real-VG refresh (root)")
+    parser.add_argument("--creates", default="",
+                        help="sizes of the driver's own work per create (root)")
     args = parser.parse_args(argv)
     started = time.time()
     load_before = " ".join(f"{x:.2f}" for x in os.getloadavg())
     sizes = [measure(int(size), args.runs) for size in args.sizes.split(",") if size]
     real = [measure_real(int(size), args.runs) for size in args.real.split(",") if size]
+    creates = [measure_creates(int(size), args.runs)
+               for size in args.creates.split(",") if size]
     result = {"command": "python -m tests.benchmarks.incremental "
                          + " ".join(argv if argv is not None else sys.argv[1:]),
               "machine": machine(), "runs": args.runs, "sizes": sizes,
               "load_before": load_before,
               "load_after": " ".join(f"{x:.2f}" for x in os.getloadavg()),
               "took_s": time.time() - started}
-    print(render(result) + (render_real(real, args.runs) if real else ""))
+    print(render(result) + (render_real(real, args.runs) if real else "")
+          + (render_creates(creates, args.runs) if creates else ""))
     return 0
 
 
