@@ -7,9 +7,11 @@ and after a change of thin LVs it parses only what changed."""
 from __future__ import annotations
 
 import dataclasses
+import json
 import random
 import re
 import tempfile
+from pathlib import Path
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -18,6 +20,7 @@ from hypothesis import strategies as st
 from lvm_driver import mda
 from lvm_driver.executor import LVMCommandError
 from lvm_driver.pool_facts import implausible, pool_facts
+from lvm_driver.report import parse_lvs_report
 from lvm_driver.report_cache import ReportCache, parse_pvs_report, sources_of
 from lvm_driver.simulator import LVMSimulator
 from lvm_driver.vg_incremental import IncrementalReader
@@ -25,6 +28,7 @@ from lvm_driver.vg_metadata import MetadataUnsupported, report_from_text
 from tests.benchmarks import vgmeta
 
 GiB = 1024 ** 3
+CAPTURED = Path(__file__).parent / "data" / "vg_metadata"
 SETTINGS = settings(max_examples=60, deadline=None, database=None, derandomize=True,
                     suppress_health_check=[HealthCheck.too_slow,
                                            HealthCheck.data_too_large])
@@ -327,3 +331,29 @@ def test_the_checks_carried_over_a_change_still_see_a_dangling_origin():
     orphan = snapshot._replace(name="orphan", origin="no-such-lv")
     with_orphan = report.with_rows(tuple(sorted((*report.lvs, orphan))), (orphan,), ())
     assert "names origin 'no-such-lv'" in implausible(with_orphan, "pool")
+
+
+# -- texts real LVM wrote ------------------------------------------------------------------
+
+def test_the_states_captured_from_real_lvm_read_in_order_as_lvs_printed_them():
+    """The metadata areas real LVM wrote through the field-by-field scenario
+    (tests/functional/test_metadata_parse.py), read one after another: every state
+    as its ``lvs`` printed it, and most of them incrementally."""
+    from tests.functional.test_metadata_parse import STEPS
+    steps = [step for step in ["pool", *(step for step, *_ in STEPS)]
+             if (CAPTURED / f"{step}.mda.txt").exists()]
+    assert len(steps) >= 20
+    reader = IncrementalReader()
+    for step in steps:
+        facts = json.loads((CAPTURED / f"{step}.json").read_text())
+        raw = (CAPTURED / f"{step}.mda.txt").read_bytes()
+        expected = parse_lvs_report(facts["lvs"], facts["vg_name"])
+        report = reader.report(raw, facts["vg_name"], facts["pv_uuids"])
+        assert _lvs_fields(report) == _lvs_fields(expected), step
+    assert reader.stats.incremental >= len(steps) - 2
+
+
+def _lvs_fields(report):
+    return ((report.vg_size_bytes, report.vg_free_bytes, report.extent_size_bytes),
+            [(lv.name, lv.size_bytes, lv.attr.raw, lv.pool_lv, lv.origin, lv.tags)
+             for lv in report.lvs])
