@@ -113,7 +113,7 @@ def make_cinder(vg: RealVG, brick: Any) -> Any:
     from oslo_config import cfg
     conf = configuration.Configuration(cinder_lvm.volume_opts, config_group="dk_creates")
     for name, value in (("volume_group", vg.vg_name), ("lvm_type", "thin"),
-                        ("lvm_conf_file", vg.lvm_conf), ("volume_backend_name", "lvm")):
+                        ("lvm_conf_file", vg.lvm_conf)):
         cfg.CONF.set_override(name, value, group="dk_creates")
     return cinder_lvm.LVMVolumeDriver(vg_obj=brick, configuration=conf)
 
