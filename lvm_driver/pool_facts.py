@@ -52,7 +52,7 @@ def _figure(value: int) -> str:
 def implausible(report: VGReport, pool_name: str) -> str | None:
     """What makes ``report`` impossible for a backend with thin pool ``pool_name``, or
     None (no such pool, a VG inconsistent with itself, a dangling pool or origin)."""
-    return report.derived(("implausible", pool_name), lambda r: _implausible(r, pool_name))
+    return report.summary(f"implausible:{pool_name}", lambda r: _implausible(r, pool_name))
 
 
 def _implausible(report: VGReport, pool_name: str) -> str | None:
@@ -62,12 +62,48 @@ def _implausible(report: VGReport, pool_name: str) -> str | None:
                 f"listed: an empty or truncated report, or the pool is gone)")
     if not pool.is_thin_pool:
         return f"{pool_name!r} is not a thin pool (lv_attr {pool.attr.raw!r})"
-    beyond = _beyond_lvm(report)
+    beyond = report.summary("beyond_lvm", _beyond_lvm, _beyond_lvm_after)
     if beyond:
         return beyond
     if report.vg_free_bytes > report.vg_size_bytes:
         return (f"VG free {report.vg_free_bytes} bytes, size {report.vg_size_bytes} "
                 f"bytes, extent {report.extent_size_bytes} bytes")
+    return report.summary("inconsistent", _inconsistent, _inconsistent_after)
+
+
+def _beyond_lvm_after(report: VGReport, value: str | None, before: tuple[LogicalVolume, ...],
+                      after: tuple[LogicalVolume, ...]) -> tuple[str | None] | None:
+    """Still nothing beyond LVM when no new row is (the VG's figures are the same)."""
+    extent = report.extent_size_bytes
+    if value is None and all(lv.size_bytes // extent <= MAX_EXTENT_COUNT for lv in after):
+        return (None,)
+    return None
+
+
+def _holds_extents(lv: LogicalVolume) -> bool:
+    return lv.is_thin_pool or lv.is_thick or lv.is_cow_snapshot
+
+
+def _inconsistent_after(report: VGReport, value: str | None,
+                        before: tuple[LogicalVolume, ...],
+                        after: tuple[LogicalVolume, ...]) -> tuple[str | None] | None:
+    """Still consistent when only thin volumes came or changed (none went: a row may
+    name it) and the extents held are the same, each new row's pool and origin listed."""
+    if value is not None or {lv.name for lv in before} - {lv.name for lv in after}:
+        return None
+    held = [lv for lv in (*before, *after) if _holds_extents(lv)]
+    if sum(lv.size_bytes for lv in held if lv in before) != sum(
+            lv.size_bytes for lv in held if lv in after):
+        return None
+    for lv in after:
+        for name in (lv.pool_lv, lv.origin):
+            if name is not None and report.find_lv(name) is None:
+                return None
+    return (None,)
+
+
+def _inconsistent(report: VGReport) -> str | None:
+    """Extents held beyond the VG's allocated ones, or a dangling pool or origin."""
     # what holds extents of its own: pools, thick volumes, COW snapshots (never the
     # virtual size of a thin LV, even one that is a COW snapshot's origin)
     allocated = sum(lv.size_bytes for lv in report.lvs
@@ -108,7 +144,7 @@ def pool_facts(report: VGReport, vg_name: str, pool_name: str, *,
     (one that ``implausible`` passed)."""
     pools = [_thin_pool_facts(report, vg_name, pool_name)]
     if offer_thick:
-        pools.append(report.derived(("thick pool", vg_name),
+        pools.append(report.summary(f"thick-pool:{vg_name}",
                                     lambda r: _thick_pool_facts(r, vg_name)))
     return pools
 
@@ -122,29 +158,9 @@ def pools_down(vg_name: str, pool_name: str, *, offer_thick: bool,
     return pools
 
 
-@dataclass(frozen=True, slots=True)
-class _ThinContents:
-    """What a thin pool holds, by the report alone (its usage aside). Bytes."""
-
-    provisioned_bytes: int
-    snapshot_bytes: int
-    volumes: int
-    snapshots: int
-    driver_used_bytes: int | None
-
-
-def _thin_contents(report: VGReport, pool_name: str) -> _ThinContents:
-    volumes, snapshots = [], []
-    for lv in report.thin_volumes(pool_name):
-        (snapshots if is_snapshot(lv) else volumes).append(lv)
-    ours = [lv for lv in volumes if VOLUME_TAG in lv.tags]
-    return _ThinContents(
-        provisioned_bytes=sum(lv.size_bytes for lv in volumes),
-        snapshot_bytes=sum(lv.size_bytes for lv in snapshots),
-        volumes=len(volumes), snapshots=len(snapshots),
-        # the bulk read asks the kernel nothing per LV: no data% of each volume
-        driver_used_bytes=None if any(lv.data_percent is None for lv in ours) else sum(
-            math.ceil(lv.size_bytes * lv.data_percent / 100) for lv in ours))
+def _thin_sums(report: VGReport, pool_name: str) -> "_ThinSums":
+    """A thin pool's sums, from the report alone (its usage aside)."""
+    return _ThinSums.of(report, pool_name)
 
 
 def _thin_pool_facts(report: VGReport, vg_name: str, pool_name: str) -> PoolFacts:
@@ -155,18 +171,59 @@ def _thin_pool_facts(report: VGReport, vg_name: str, pool_name: str) -> PoolFact
                                    f"(pool inactive?)")
     total = pool.size_bytes
     used, free = thin_pool_usage(total, pool.data_percent, pool.metadata_percent)
-    contents = report.derived(("thin contents", pool_name),
-                              lambda r: _thin_contents(r, pool_name))
+    sums = report.summary(f"thin-pool:{pool_name}", lambda r: _thin_sums(r, pool_name),
+                          lambda r, value, before, after: value.after(pool_name, before,
+                                                                      after))
     return PoolFacts(
         pool_name=pool_name, total_bytes=total, free_bytes=free,
-        provisioned_bytes=contents.provisioned_bytes,
-        snapshot_bytes=contents.snapshot_bytes,
+        provisioned_bytes=sums.provisioned_bytes, snapshot_bytes=sums.snapshot_bytes,
         thin_provisioning_support=True, thick_provisioning_support=False,
-        total_volumes=contents.volumes, used_bytes=used,
-        driver_used_bytes=contents.driver_used_bytes,
+        total_volumes=sums.volumes, used_bytes=used,
+        driver_used_bytes=sums.driver_used_bytes,
         data_percent=pool.data_percent, metadata_percent=pool.metadata_percent,
         location_info=f"ThinLVMDriver:{vg_name}:{pool_name}",
-        extra={"volume_group": vg_name, "snapshot_count": contents.snapshots})
+        extra={"volume_group": vg_name, "snapshot_count": sums.snapshots})
+
+
+@dataclass(frozen=True, slots=True)
+class _ThinSums:
+    """A thin pool's volumes and snapshots, counted and summed (bytes), and the driver's
+    volumes whose usage is unknown (the bulk read asks the kernel nothing per LV) or
+    known (their used bytes summed)."""
+
+    volumes: int
+    provisioned_bytes: int
+    snapshots: int
+    snapshot_bytes: int
+    ours_unknown: int
+    ours_used_bytes: int
+
+    @property
+    def driver_used_bytes(self) -> int | None:
+        return None if self.ours_unknown else self.ours_used_bytes
+
+    @classmethod
+    def of(cls, report: VGReport, pool_name: str) -> "_ThinSums":
+        return cls(0, 0, 0, 0, 0, 0).after(pool_name, (), report.thin_volumes(pool_name))[0]
+
+    def after(self, pool_name: str, before: tuple[LogicalVolume, ...],
+              after: tuple[LogicalVolume, ...]) -> tuple["_ThinSums"]:
+        """The sums with the ``before`` rows taken out and the ``after`` rows put in."""
+        sums = [self.volumes, self.provisioned_bytes, self.snapshots, self.snapshot_bytes,
+                self.ours_unknown, self.ours_used_bytes]
+        for rows, sign in ((before, -1), (after, 1)):
+            for lv in rows:
+                if not (lv.is_thin_volume and lv.pool_lv == pool_name):
+                    continue
+                snapshot = is_snapshot(lv)
+                sums[2 * snapshot] += sign
+                sums[2 * snapshot + 1] += sign * lv.size_bytes
+                if not snapshot and VOLUME_TAG in lv.tags:
+                    if lv.data_percent is None:
+                        sums[4] += sign
+                    else:
+                        sums[5] += sign * math.ceil(lv.size_bytes * lv.data_percent / 100)
+        return (_ThinSums(*sums),)
 
 
 def thick_space(report: VGReport) -> tuple[int, int]:

@@ -15,85 +15,17 @@ import gc
 import json
 import math
 import operator
-from collections.abc import Callable, Hashable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
-from typing import Any, Final, NamedTuple, TypeVar
+from typing import Any, Final, NamedTuple, TypeAlias, TypeVar
 
 from driver_kit.exceptions import NotFound
 
 from lvm_driver.executor import LVMOutputError
-
-_T = TypeVar("_T")
+from lvm_driver.lv_attr import LVAttr
 
 # ---------------------------------------------------------------------------
 # Records
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class LVAttr:
-    """The 10 characters of ``lv_attr`` decoded once (see lvs(8))."""
-
-    raw: str
-    volume_type: str        # t thin pool, V thin volume, - plain, s COW snapshot, o origin
-    permissions: str        # w writeable, r read-only, R read-only activation
-    allocation_policy: str  # i inherited, n normal, c contiguous, l cling, a anywhere
-    fixed_minor: bool
-    state: str              # a active, - inactive, X unknown, s suspended, ...
-    device_open: bool | None  # None when LVM cannot tell (X)
-    target_type: str        # t thin, - none, s snapshot, m mirror, r raid, ...
-    zero: bool              # newly-allocated blocks are zeroed
-    health: str             # - ok, p partial, F failed, D out of data, M md read-only
-    skip_activation: bool   # k: skipped by normal activation (thin snapshots)
-
-    @classmethod
-    def parse(cls, raw: str) -> LVAttr:
-        """Decode an ``lv_attr`` string; LVMOutputError unless it has 10 chars."""
-        if not isinstance(raw, str) or len(raw) != 10:
-            raise LVMOutputError(f"lv_attr must be 10 characters, got {raw!r}")
-        open_char = raw[5]
-        return cls(
-            raw=raw, volume_type=raw[0], permissions=raw[1],
-            allocation_policy=raw[2], fixed_minor=raw[3] == "m", state=raw[4],
-            device_open=None if open_char == "X" else open_char == "o",
-            target_type=raw[6], zero=raw[7] == "z", health=raw[8],
-            skip_activation=raw[9] == "k")
-
-    @property
-    def is_thin_pool(self) -> bool:
-        return self.volume_type == "t"
-
-    @property
-    def is_thin_volume(self) -> bool:
-        """A thin LV by its segment type (target ``t``), whether or not it is also the
-        origin of a COW snapshot (volume type ``o``, ``O`` merging) or plain ``V``."""
-        return self.target_type == "t" and self.volume_type != "t"
-
-    @property
-    def is_cow_snapshot(self) -> bool:
-        """An old-style (COW) snapshot: its own extents store the origin's old blocks."""
-        return self.volume_type in "sS" and self.target_type == "s"
-
-    @property
-    def is_active(self) -> bool:
-        return self.state == "a"
-
-    @property
-    def is_state_known(self) -> bool:
-        """False when LVM could not ask the kernel (e.g. activation disabled)."""
-        return self.state != "X"
-
-    @property
-    def is_writable(self) -> bool:
-        return self.permissions == "w"
-
-    @property
-    def is_partial(self) -> bool:
-        return self.health == "p"
-
-    @property
-    def is_healthy(self) -> bool:
-        """No health flag: not partial, failed, out of space or read-only."""
-        return self.health == "-"
 
 
 #: volume_type characters of LVs that may hold their own extents as volumes (``o``/``O``
@@ -169,6 +101,17 @@ class VGInfo:
     extent_size_bytes: int
 
 
+_T = TypeVar("_T")
+
+#: how a summary follows a change: (new report, value, rows before, rows after) ->
+#: (new value,), or None to compute it anew
+SummaryUpdate: TypeAlias = Callable[["VGReport", Any, tuple["LogicalVolume", ...],
+                                     tuple["LogicalVolume", ...]], "tuple[Any] | None"]
+
+#: names changed since an LV index was built, at most, before it is built anew
+_INDEX_CHANGES: Final = 4096
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class VGReport:
     """The whole VG at one instant: its size and free space and every LV."""
@@ -180,31 +123,41 @@ class VGReport:
     lvs: tuple[LogicalVolume, ...]
     _by_name: dict[str, LogicalVolume] = field(
         init=False, repr=False, compare=False, default=None)  # type: ignore[assignment]
-    _derived: dict[Hashable, Any] = field(
+    #: names changed since ``_by_name`` was built (None: removed), looked up first
+    _changes: dict[str, LogicalVolume | None] | None = field(
+        init=False, repr=False, compare=False, default=None)
+    #: ``summary`` values and their updaters, shared with reports that differ only in
+    #: thin pools' usage
+    _summaries: dict[str, tuple[Any, SummaryUpdate | None]] = field(
         init=False, repr=False, compare=False, default=None)  # type: ignore[assignment]
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "_by_name", {lv.name: lv for lv in self.lvs})
-        object.__setattr__(self, "_derived", {})
+        object.__setattr__(self, "_summaries", {})
 
-    def derived(self, key: Hashable, compute: Callable[[VGReport], _T]) -> _T:
-        """``compute(self)``, computed once for this report and every copy of it that
-        ``with_lvs`` lays usage figures over, so a refresh reusing the report while the
-        VG's metadata is unchanged recomputes nothing of it. ``compute`` must not read
-        the data or metadata percent of an LV ``with_lvs`` replaces (the thin pools')."""
-        try:
-            return self._derived[key]
-        except KeyError:
-            value = self._derived[key] = compute(self)
-            return value
+    def summary(self, key: str, compute: Callable[[VGReport], _T],
+                update: SummaryUpdate | None = None) -> _T:
+        """``compute(self)``, once for this report and every report ``with_lvs`` lays
+        thin pools' usage over: a refresh's sums over 10,000 LVs are done once while the
+        VG is unchanged. ``compute`` must not depend on a thin pool's usage.
+        ``update(report, value, before, after)``: the value for the report ``with_rows``
+        makes from this one (``before``: the rows replaced or removed, ``after``: the
+        new ones), as a 1-tuple, or None to compute it anew."""
+        summaries = self._summaries
+        if key not in summaries:
+            summaries[key] = (compute(self), update)
+        return summaries[key][0]
 
     def find_lv(self, name: str) -> LogicalVolume | None:
         """The LV of that name, or None."""
+        changes = self._changes
+        if changes is not None and name in changes:
+            return changes[name]
         return self._by_name.get(name)
 
     def get_lv(self, name: str) -> LogicalVolume:
         """The LV of that name; ``LVNotFoundError`` (a NotFound) if absent."""
-        lv = self._by_name.get(name)
+        lv = self.find_lv(name)
         if lv is None:
             raise LVNotFoundError(
                 f"no logical volume {name!r} in volume group {self.vg_name!r}")
@@ -215,21 +168,54 @@ class VGReport:
         pool's usage laid over a reused report, without rebuilding the whole index.
         When only usage figures change, what ``derived`` computed is kept."""
         lvs = list(self.lvs)
-        by_name = dict(self._by_name)
+        changes: dict[str, LogicalVolume | None] = {}
         usage_only = True
         for index, lv in replaced.items():
-            old = lvs[index]
-            if old.name != lv.name:
-                raise ValueError(f"LV {index} is {old.name!r}, not {lv.name!r}")
-            usage_only = usage_only and lv._replace(
-                data_percent=old.data_percent, metadata_percent=old.metadata_percent) == old
-            lvs[index] = by_name[lv.name] = lv
+            if lvs[index].name != lv.name:
+                raise ValueError(f"LV {index} is {lvs[index].name!r}, not {lv.name!r}")
+            usage_only = usage_only and lvs[index].is_thin_pool and lvs[index]._replace(
+                data_percent=lv.data_percent, metadata_percent=lv.metadata_percent) == lv
+            lvs[index] = changes[lv.name] = lv
+        report = self._changed(tuple(lvs), changes)
+        if usage_only:
+            object.__setattr__(report, "_summaries", self._summaries)
+        return report
+
+    def with_rows(self, lvs: tuple[LogicalVolume, ...], changed: Iterable[LogicalVolume],
+                  removed: Iterable[str]) -> VGReport:
+        """This report with ``lvs`` (the new rows, in order) where only ``changed`` rows
+        (new or replaced) differ and ``removed`` names are gone: the index updated, not
+        rebuilt, and each summary that has an updater carried over (a change of one LV
+        among 100,000)."""
+        after = tuple(changed)
+        changes: dict[str, LogicalVolume | None] = dict.fromkeys(removed)
+        before = tuple(lv for name in (*changes, *(lv.name for lv in after))
+                       if (lv := self.find_lv(name)) is not None)
+        changes.update((lv.name, lv) for lv in after)
+        report = self._changed(lvs, changes)
+        for key, (value, update) in self._summaries.items():
+            carried = None if update is None else update(report, value, before, after)
+            if carried is not None:
+                report._summaries[key] = (carried[0], update)
+        return report
+
+    def _changed(self, lvs: tuple[LogicalVolume, ...],
+                 changes: dict[str, LogicalVolume | None]) -> VGReport:
+        """A report of ``lvs`` whose index is this one's with ``changes`` (None: removed)
+        looked up first: no copy of 100,000 entries per change; built anew once
+        ``_INDEX_CHANGES`` names have changed."""
+        if self._changes:
+            changes = {**self._changes, **changes}
+        by_name = self._by_name
+        if len(changes) > _INDEX_CHANGES:
+            by_name, changes = {lv.name: lv for lv in lvs}, {}
         report = object.__new__(VGReport)
         for name in ("vg_name", "vg_size_bytes", "vg_free_bytes", "extent_size_bytes"):
             object.__setattr__(report, name, getattr(self, name))
-        object.__setattr__(report, "lvs", tuple(lvs))
+        object.__setattr__(report, "lvs", lvs)
         object.__setattr__(report, "_by_name", by_name)
-        object.__setattr__(report, "_derived", self._derived if usage_only else {})
+        object.__setattr__(report, "_changes", changes or None)
+        object.__setattr__(report, "_summaries", {})
         return report
 
     def thin_pools(self) -> tuple[LogicalVolume, ...]:
@@ -331,6 +317,8 @@ def _percent(text: str, key: str) -> float | None:
 
 def _tag_tuple(text: str) -> tuple[str, ...]:
     return tuple(text.split(",")) if text else ()
+
+
 
 
 class _Memo(dict[str, _T]):

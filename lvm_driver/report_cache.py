@@ -31,6 +31,7 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 from lvm_driver import mda, vg_metadata
+from lvm_driver.vg_incremental import IncrementalReader
 from lvm_driver.executor import LVMError, LVMExecutor
 from lvm_driver.report import LogicalVolume, VGReport, load_rows
 
@@ -91,13 +92,15 @@ class CacheStats:
     """Refreshes that reused the report, that read it anew after a metadata change (or
     with nothing to reuse), and that read it anew for a doubt about the fingerprint;
     of the misses, those read from the metadata text itself (``parsed``) and those
-    whose text was not understood, so ``lvs`` read them (``unparsed``)."""
+    whose text was not understood, so ``lvs`` read them (``unparsed``); of the parsed,
+    those where only the LV sections that changed were parsed (``incremental``)."""
 
     hits: int
     misses: int
     doubts: int
     parsed: int = 0
     unparsed: int = 0
+    incremental: int = 0
 
 
 def parse_pvs_report(text: str, vg_name: str) -> list[tuple[str, int]]:
@@ -180,11 +183,14 @@ class ReportCache:
     _counts: dict[str, int] = field(default_factory=lambda: dict(
         hits=0, misses=0, doubts=0, parsed=0, unparsed=0))
     _lock: threading.Lock = field(default_factory=threading.Lock)
+    #: the last text read and its sections, so the next one parses only what changed
+    _reader: IncrementalReader = field(default_factory=IncrementalReader)
 
     @property
     def stats(self) -> CacheStats:
         with self._lock:
-            return CacheStats(**self._counts)
+            counts = dict(self._counts)
+        return CacheStats(**counts, incremental=self._reader.stats.incremental)
 
     def fingerprint(self) -> mda.Fingerprint | None:
         """The fingerprint of the PVs learned last (None: none learned, or a doubt)."""
@@ -233,7 +239,8 @@ class ReportCache:
             return None
         try:
             report = vg_metadata.report_from_pvs(fingerprint, vg_name,
-                                                 read=self.sources.read_block)
+                                                 read=self.sources.read_block,
+                                                 build=self._reader.report)
         except Exception as exc:  # noqa: BLE001 - the text is the disk's, not ours
             if isinstance(exc, (vg_metadata.MetadataUnsupported, mda.HeaderError, OSError)):
                 LOG.debug("metadata text of %s not used, reading it through lvs: %s",
@@ -283,4 +290,5 @@ class ReportCache:
         with self._lock:
             self._entry = None
             self._ask_lvm = True
+        self._reader.reset()
 

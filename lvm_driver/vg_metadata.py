@@ -16,14 +16,17 @@ the caller reads the VG through ``lvs`` instead.
 
 from __future__ import annotations
 
-from collections.abc import Collection
+from collections.abc import Callable, Collection
+from dataclasses import dataclass
 from typing import Any, Final
 
 from lvm_driver import mda
 from lvm_driver.config_text import ConfigTextError, parse_config
 from lvm_driver.report import LogicalVolume, LVAttr, VGReport, gc_paused
 
-__all__ = ["MetadataUnsupported", "report_from_text", "report_from_pvs"]
+__all__ = ["MetadataUnsupported", "report_from_text", "report_from_pvs", "parse_text",
+           "VGFacts", "vg_facts", "LVSection", "lv_sections", "Links", "Assembly",
+           "assemble", "lv_row", "check_thin_links", "decode_text"]
 
 SECTOR: Final = 512
 #: LVM counts a PV's extents, and an extent's sectors, in 32 bits
@@ -37,11 +40,11 @@ _VG_FLAGS: Final = frozenset({"NOAUTOACTIVATE"})
 _PV_KEYS: Final = frozenset({"id", "device", "device_id", "device_id_type", "status",
                              "flags", "dev_size", "pe_start", "pe_count", "tags",
                              "ba_start", "ba_size"})
-_LV_KEYS: Final = frozenset({"id", "status", "flags", "tags", "creation_time",
+LVSection_KEYS: Final = frozenset({"id", "status", "flags", "tags", "creation_time",
                              "creation_host", "allocation_policy", "read_ahead", "major",
                              "minor", "segment_count"})
-_LV_STATUS: Final = frozenset({"READ", "WRITE", "VISIBLE", "FIXED_MINOR"})
-_LV_FLAGS: Final = frozenset({"ACTIVATION_SKIP", "NOAUTOACTIVATE", "ERROR_WHEN_FULL"})
+LVSection_STATUS: Final = frozenset({"READ", "WRITE", "VISIBLE", "FIXED_MINOR"})
+LVSection_FLAGS: Final = frozenset({"ACTIVATION_SKIP", "NOAUTOACTIVATE", "ERROR_WHEN_FULL"})
 _SEGMENT_COMMON: Final = frozenset({"start_extent", "extent_count", "type"})
 #: each segment type understood, and the keys it may have
 _SEGMENT_KEYS: Final = {kind: _SEGMENT_COMMON | keys for kind, keys in {
@@ -92,7 +95,7 @@ def _known(section: dict[str, Any], allowed: Collection[str], where: str) -> Non
     _need(not unknown, f"{where}: unknown setting(s) {', '.join(unknown[:3])}")
 
 
-class _LV:
+class LVSection:
     """One LV section, checked: its flags, segments and extent count."""
 
     __slots__ = ("name", "status", "flags", "tags", "alloc", "segments", "extents", "kind")
@@ -102,8 +105,8 @@ class _LV:
         if type(section) is not dict:
             raise MetadataUnsupported(f"LV {name} is not a section")
         self.name = name
-        self.status = _flag_set(section.get("status", ()), _LV_STATUS, memo, name)
-        self.flags = _flag_set(section.get("flags", ()), _LV_FLAGS, memo, name)
+        self.status = _flag_set(section.get("status", ()), LVSection_STATUS, memo, name)
+        self.flags = _flag_set(section.get("flags", ()), LVSection_FLAGS, memo, name)
         tags = section.get("tags", ())
         found = memo.get(tags) if type(tags) is tuple else None
         if found is None:
@@ -115,7 +118,7 @@ class _LV:
         # each segment is a setting of the section: a count beyond them is forged
         if self.alloc is None or type(count) is not int or not 1 <= count <= len(section):
             raise MetadataUnsupported(f"LV {name}: allocation policy or segment count")
-        others = section.keys() - _LV_KEYS
+        others = section.keys() - LVSection_KEYS
         if count == 1:
             segments = [section.get("segment1")]
             known = others == _ONE_SEGMENT
@@ -181,7 +184,7 @@ def _flag_set(value: object, allowed: frozenset[str], memo: dict[object, Any],
     return found
 
 
-def _allocated(lv: _LV, pv_names: Collection[str]) -> int:
+def _allocated(lv: LVSection, pv_names: Collection[str]) -> int:
     """The PV extents a striped LV takes (its whole extent count)."""
     for segment in lv.segments:
         stripes = segment.get("stripes", ())
@@ -230,66 +233,130 @@ def _pvs(vg: dict[str, Any], pv_uuids: Collection[str]) -> tuple[set[str], int]:
     return set(pvs), total
 
 
+def parse_text(text: str) -> dict[str, Any]:
+    """The config tree of a metadata text; MetadataUnsupported where it is not LVM's
+    syntax as understood here."""
+    try:
+        return parse_config(text)
+    except ConfigTextError as exc:
+        raise MetadataUnsupported(str(exc)) from None
+
+
 def report_from_text(text: str, vg_name: str, pv_uuids: Collection[str]) -> VGReport:
     """The report of VG ``vg_name`` from its metadata text; ``pv_uuids``: the PVs (label
     UUIDs) the text was read from, which must be all of the VG's."""
     with gc_paused():
-        try:
-            tree = parse_config(text)
-        except ConfigTextError as exc:
-            raise MetadataUnsupported(str(exc)) from None
-        return _report(tree, vg_name, pv_uuids)
+        tree = parse_text(text)
+        facts = vg_facts(tree, vg_name, pv_uuids)
+        memo: dict[object, Any] = {}
+        return assemble(facts, lv_sections(tree[vg_name], memo), memo).report
 
 
-def _report(tree: dict[str, Any], vg_name: str, pv_uuids: Collection[str]) -> VGReport:
+@dataclass(frozen=True, slots=True)
+class VGFacts:
+    """What the VG's own settings say (``logical_volumes`` aside), checked: its name,
+    extent size (bytes), PV section names and PV extents."""
+
+    vg_name: str
+    extent_bytes: int
+    pv_names: frozenset[str]
+    total_extents: int
+
+
+def vg_facts(tree: dict[str, Any], vg_name: str, pv_uuids: Collection[str]) -> VGFacts:
+    """The VG's facts from the text's tree, every VG-level setting checked."""
     vg = _vg_section(tree, vg_name)
     sectors = _int(vg, "extent_size", "VG")
     _need(0 < sectors <= MAX_EXTENT_COUNT, f"VG extent_size {sectors} sectors is not within "
                                            f"1..{MAX_EXTENT_COUNT} (LVM's 32 bits)")
-    extent = sectors * SECTOR
     pv_names, total = _pvs(vg, pv_uuids)
-    memo: dict[object, Any] = {}
-    lvs = {name: _LV(name, section, memo)
-           for name, section in _section(vg, "logical_volumes", "VG").items()}
-    roles, cow_origin, origins = _roles(lvs)
+    return VGFacts(vg_name, sectors * SECTOR, frozenset(pv_names), total)
+
+
+def lv_sections(vg: dict[str, Any], memo: dict[object, Any]) -> dict[str, LVSection]:
+    """Each LV section of the VG's ``logical_volumes``, checked on its own."""
+    return {name: LVSection(name, section, memo)
+            for name, section in _section(vg, "logical_volumes", "VG").items()}
+
+
+@dataclass(frozen=True, slots=True)
+class Links:
+    """How the LVs refer to each other: each hidden LV's role (the LV it is part of),
+    each COW store's origin, and the origins of COW snapshots."""
+
+    roles: dict[str, str]
+    cow_origin: dict[str, str]
+    origins: set[str]
+
+
+@dataclass(frozen=True, slots=True)
+class Assembly:
+    """A report and the links it was built from (what an update of one thin LV needs)."""
+
+    report: VGReport
+    links: Links
+    allocated_extents: int
+
+
+def assemble(facts: VGFacts, lvs: dict[str, LVSection],
+             memo: dict[object, Any]) -> Assembly:
+    """The report from the VG's facts and its checked LV sections: every reference
+    between LVs checked, the visible LVs' rows sorted by name."""
+    links = _links(lvs)
     allocated = 0
     rows = []
     for lv in lvs.values():
         if lv.kind == "striped":
-            allocated += _allocated(lv, pv_names)
-        name = lv.name
-        visible = "VISIBLE" in lv.status or name in cow_origin
-        internal = name in roles or (not visible and name.endswith("_pmspare")
-                                     and lv.kind == "striped")
-        # a snapshot's own LV is never listed, VISIBLE or not (LVM writes it so)
-        if internal and "VISIBLE" in lv.status and lv.kind != "snapshot" or not (
-                internal or visible) or (
-                name in origins and (name in roles or name in cow_origin)):
-            raise MetadataUnsupported(f"LV {name}: hidden of no known use, internal but "
-                                      f"visible, or both part and origin")
-        if not internal:
-            rows.append(_row(lv, lvs, cow_origin, origins, extent, memo))
-    free = total - allocated
+            allocated += _allocated(lv, facts.pv_names)
+        row = lv_row(lv, lvs, links, facts.extent_bytes, memo)
+        if row is not None:
+            rows.append(row)
+    free = facts.total_extents - allocated
     _need(free >= 0, "the LVs take more extents than the PVs have")
     rows.sort(key=lambda lv: lv.name)
-    return VGReport(vg_name=vg_name, vg_size_bytes=total * extent,
-                    vg_free_bytes=free * extent, extent_size_bytes=extent, lvs=tuple(rows))
+    extent = facts.extent_bytes
+    return Assembly(VGReport(vg_name=facts.vg_name, vg_size_bytes=facts.total_extents * extent,
+                             vg_free_bytes=free * extent, extent_size_bytes=extent,
+                             lvs=tuple(rows)), links, allocated)
 
 
-def _roles(lvs: dict[str, _LV]) -> tuple[dict[str, str], dict[str, str], set[str]]:
-    """The hidden LVs' roles (LV -> the LV it is part of), each COW store's origin, and
-    the origins of COW snapshots; every reference checked."""
+def lv_row(lv: LVSection, lvs: dict[str, LVSection], links: Links, extent: int,
+           memo: dict[object, Any]) -> LogicalVolume | None:
+    """The LV's row as ``lvs --readonly`` prints it, None for an LV it never lists
+    (a pool's part, a COW snapshot's joining LV, the metadata spare)."""
+    name = lv.name
+    visible = "VISIBLE" in lv.status or name in links.cow_origin
+    internal = name in links.roles or (not visible and name.endswith("_pmspare")
+                                       and lv.kind == "striped")
+    # a snapshot's own LV is never listed, VISIBLE or not (LVM writes it so)
+    if internal and "VISIBLE" in lv.status and lv.kind != "snapshot" or not (
+            internal or visible) or (
+            name in links.origins and (name in links.roles or name in links.cow_origin)):
+        raise MetadataUnsupported(f"LV {name}: hidden of no known use, internal but "
+                                  f"visible, or both part and origin")
+    if internal:
+        return None
+    return _row(lv, lvs, links.cow_origin, links.origins, extent, memo)
+
+
+def check_thin_links(lv: LVSection, lvs: dict[str, LVSection]) -> None:
+    """A thin LV's pool is a thin pool and its origin, if any, a thin LV."""
+    segment = lv.segments[0]
+    pool, origin = lvs.get(segment.get("thin_pool")), segment.get("origin")
+    if pool is None or pool.kind != "thin-pool" or origin is not None and (
+            type(origin) is not str or origin not in lvs or lvs[origin].kind != "thin"):
+        raise MetadataUnsupported(f"LV {lv.name}: its pool or origin")
+
+
+def _links(lvs: dict[str, LVSection]) -> Links:
+    """The LVs' links, every reference checked."""
     roles: dict[str, str] = {}
     cow_origin: dict[str, str] = {}
     origins: set[str] = set()
     for lv in lvs.values():
         kind, segment = lv.kind, lv.segments[0]
         if kind == "thin":
-            pool, origin = lvs.get(segment.get("thin_pool")), segment.get("origin")
-            if pool is None or pool.kind != "thin-pool" or origin is not None and (
-                    type(origin) is not str or origin not in lvs
-                    or lvs[origin].kind != "thin"):
-                raise MetadataUnsupported(f"LV {lv.name}: its pool or origin")
+            check_thin_links(lv, lvs)
         elif kind == "thin-pool":
             for key in ("pool", "metadata"):
                 part = lvs.get(segment.get(key))
@@ -306,10 +373,10 @@ def _roles(lvs: dict[str, _LV]) -> tuple[dict[str, str], dict[str, str], set[str
                 raise MetadataUnsupported(f"LV {lv.name}: its origin or COW store")
             roles[lv.name] = cow_origin[cow.name] = origin.name
             origins.add(origin.name)
-    return roles, cow_origin, origins
+    return Links(roles, cow_origin, origins)
 
 
-def _row(lv: _LV, lvs: dict[str, _LV], cow_origin: dict[str, str], origins: set[str],
+def _row(lv: LVSection, lvs: dict[str, LVSection], cow_origin: dict[str, str], origins: set[str],
          extent: int, memo: dict[object, Any]) -> LogicalVolume:
     segment = lv.segments[0]
     pool = origin = None
@@ -331,19 +398,29 @@ def _row(lv: _LV, lvs: dict[str, _LV], cow_origin: dict[str, str], origins: set[
 
 
 def report_from_pvs(fingerprint: mda.Fingerprint, vg_name: str, *,
-                    read: mda.BlockReader = mda.read_block) -> VGReport:
+                    read: mda.BlockReader = mda.read_block,
+                    build: Callable[[bytes, str, Collection[str]], VGReport] | None = None
+                    ) -> VGReport:
     """The report from the text the fingerprint's metadata areas point at: read once
     (every area of every PV must point at a text of the same size and checksum), the
-    fingerprint's PVs being all of the VG's. MetadataUnsupported, HeaderError or
-    OSError on any doubt."""
+    fingerprint's PVs being all of the VG's; ``build`` makes it from the text's bytes
+    (the incremental reader gives what the full parse gives). MetadataUnsupported,
+    HeaderError or OSError on any doubt."""
     with_text = [pv for pv in fingerprint if pv.areas]
     _need(with_text, "no PV has a metadata area")
     first = with_text[0].areas[0][1:]
     _need(all(area[1:] == first for pv in with_text for area in pv.areas),
           "the metadata areas hold different texts")
     raw = mda.read_metadata_text(with_text[0], read=read)
+    uuids = [pv.pv_uuid for pv in fingerprint]
+    if build is None:
+        return report_from_text(decode_text(raw), vg_name, uuids)
+    return build(raw, vg_name, uuids)
+
+
+def decode_text(raw: bytes) -> str:
+    """The metadata text as read, decoded; MetadataUnsupported where it is not UTF-8."""
     try:
-        text = raw.decode("utf-8")
+        return raw.decode("utf-8")
     except UnicodeDecodeError:
         raise MetadataUnsupported("the metadata text is not UTF-8") from None
-    return report_from_text(text, vg_name, [pv.pv_uuid for pv in fingerprint])

@@ -3,6 +3,7 @@
 #
 #   sudo bash tests/benchmarks/run_realdm.sh [--lvs 1000] [--runs 5] [--create-budget-s 1500]
 #   sudo bash tests/benchmarks/run_realdm.sh --unprivileged [--lvs 1000] [--runs 5]
+#   sudo bash tests/benchmarks/run_realdm.sh --creates [--sizes 1000,10000] [--runs 5]
 #
 # (--unprivileged: the driver as user cinder through its privileged daemon against
 # os-brick through cinder-rootwrap, tests/benchmarks/realdm_unprivileged.py, with the
@@ -27,6 +28,16 @@ cd "$repo"
 
 export DK_BENCH_COMMAND="sudo bash tests/benchmarks/run_realdm.sh${*:+ $*}"
 export DK_REALVM_TIMEOUT="${DK_REALVM_TIMEOUT:-3600}"
+if [ "${1:-}" = "--creates" ]; then
+    # creates and refreshes at 1,000 and 10,000 thin LVs against bare lvcreate and
+    # Cinder's LVM driver: the project's venv, which has Cinder and os-brick
+    # (tests/benchmarks/realdm_creates.py)
+    shift
+    bash "$repo/tests/realvm/install_deps.sh" "$repo/.venv/bin/python" >&2
+    exec bash "$repo/tests/realvm/run_in_vm.sh" -- \
+        "$repo/.venv/bin/python" -W "ignore::DeprecationWarning" \
+        -m tests.benchmarks.realdm_creates "$@"
+fi
 if [ "${1:-}" = "--unprivileged" ]; then
     # the driver as user cinder through its privileged daemon, os-brick through
     # cinder-rootwrap: the project's venv, which has Cinder, os-brick, oslo.privsep and

@@ -150,9 +150,11 @@ def _striped(name: str, uuid: str, extents: int, pv_start: int) -> str:
             f"\t\t}}\n\n")
 
 
-def metadata_text(layout: VGLayout, *, creation_time: int = 1_700_000_000) -> str:
-    """The VG in LVM's text format, as ``vgcfgbackup`` writes it."""
-    rng = random.Random(layout.seqno)
+def metadata_text(layout: VGLayout, *, creation_time: int = 1_700_000_000,
+                  pool_transaction_id: int | None = None) -> str:
+    """The VG in LVM's text format, as ``vgcfgbackup`` writes it; the pool's transaction
+    id that of its last thin LV unless given (0: as a pool with empty kernel metadata)."""
+    rng = random.Random(layout.vg_uuid)  # the same pool and hidden LV ids at every seqno
     out: list[str] = []
     w = out.append
     w('contents = "Text Format Volume Group"\nversion = 1\n\n')
@@ -171,7 +173,8 @@ def metadata_text(layout: VGLayout, *, creation_time: int = 1_700_000_000) -> st
     w(f"\t\t\tpe_start = {layout.pe_start_sectors}\n")
     w(f"\t\t\tpe_count = {layout.pe_count}\n\t\t}}\n\t}}\n\n")
     w("\tlogical_volumes {\n\n")
-    transaction = len(layout.thin_lvs)
+    transaction = len(layout.thin_lvs) if pool_transaction_id is None \
+        else pool_transaction_id
     w(f"\t\t{layout.pool_name} {{\n"
       f'\t\t\tid = "{lvm_uuid(rng)}"\n'
       f'\t\t\tstatus = ["READ", "WRITE", "VISIBLE"]\n'

@@ -21,6 +21,7 @@ from lvm_driver import mda, vg_metadata
 from lvm_driver.executor import LVMCommandError
 from lvm_driver.report import VGReport, load_rows, parse_lvs_report
 from lvm_driver.report_cache import PV_CHECK_FIELDS, ReportCache, parse_pvs_report, sources_of
+from lvm_driver.vg_incremental import IncrementalReader
 
 #: each step: its name, "real" when the simulator does not emulate it, "optional" when
 #: an older LVM may refuse it, then the operator's command ({vg}: the VG)
@@ -90,6 +91,7 @@ def test_the_parsed_report_is_the_lvs_report_field_by_field(lab):
                 "pv_name,pv_uuid,pv_fmt,pv_mda_count,vg_name"]
     cache.learn(parse_pvs_report(lab.lvm(*pvs_argv).stdout, lab.vg_name))
     compared, differences = [], []
+    incremental = IncrementalReader()  # each state read against the one before it
     for step, argv, real_only, optional in [("pool", (), False, False), *STEPS]:
         if real_only and lab.kind != "real":
             continue
@@ -110,14 +112,24 @@ def test_the_parsed_report_is_the_lvs_report_field_by_field(lab):
                                                          read=cache.sources.read_block))
         except vg_metadata.MetadataUnsupported as exc:
             parsed = {"unsupported": str(exc)}
+        try:
+            read_incrementally = _fields(vg_metadata.report_from_pvs(
+                fingerprint, lab.vg_name, read=cache.sources.read_block,
+                build=incremental.report))
+        except vg_metadata.MetadataUnsupported as exc:
+            read_incrementally = {"unsupported": str(exc)}
         if parsed != _fields(expected):  # every step's difference, not just the first
             differences.append((step, parsed, _fields(expected)))
+        if read_incrementally != _fields(expected):
+            differences.append((f"{step} (incremental)", read_incrementally,
+                                _fields(expected)))
         assert cache.same_pvs(first_row), step  # the PVs read are all of the VG's
         assert tuple(first_row[name] for name in PV_CHECK_FIELDS) == (
             str(len(fingerprint)), str(sum(len(pv.areas) for pv in fingerprint))), step
         compared.append(step)
     assert differences == []
     assert len(compared) >= (len(STEPS) - 2 if lab.kind == "real" else 15)
+    assert incremental.stats.incremental >= len(compared) // 2
 
 
 def test_a_driver_reads_changes_from_the_metadata_text_with_no_lvm_process(lab):

@@ -139,7 +139,7 @@ def test_a_refresh_with_nothing_changed_recomputes_nothing_from_the_report(
         driver.create_volume(f"volume-{i}", 1)
     driver.get_volume_stats(refresh=True)
     computed = []
-    for name in ("_implausible", "_thin_contents", "_thick_pool_facts"):
+    for name in ("_implausible", "_thin_sums", "_thick_pool_facts"):
         real = getattr(pool_facts, name)
         monkeypatch.setattr(pool_facts, name,
                             lambda *a, _real=real, _name=name: computed.append(_name)
@@ -151,7 +151,8 @@ def test_a_refresh_with_nothing_changed_recomputes_nothing_from_the_report(
     assert after["pools"][0]["free_capacity_gb"] < before["pools"][0]["free_capacity_gb"]
     operator(sim.state_file, "lvcreate", "-T", "-V", "1g", "-n", "theirs", "dkvg/pool")
     changed = driver.get_volume_stats(refresh=True)
-    assert sorted(computed) == ["_implausible", "_thick_pool_facts", "_thin_contents"]
+    # a new report (the simulator's lvs): everything computed anew
+    assert sorted(computed) == ["_implausible", "_thick_pool_facts", "_thin_sums"]
     assert changed["pools"][0]["provisioned_capacity_gb"] == \
         before["pools"][0]["provisioned_capacity_gb"] + 1
 
@@ -160,11 +161,11 @@ def test_a_report_changed_beyond_usage_computes_anew(sim):
     report = VolumeGroup("dkvg", executor=sim.executor()).report()
     index = [lv.name for lv in report.lvs].index("pool")
     pool = report.lvs[index]
-    assert report.derived("size", lambda r: r.get_lv("pool").size_bytes) == pool.size_bytes
+    assert report.summary("size", lambda r: r.get_lv("pool").size_bytes) == pool.size_bytes
     usage = report.with_lvs({index: pool._replace(data_percent=50.0)})
-    assert usage.derived("size", lambda r: 0) == pool.size_bytes  # kept: usage only
+    assert usage.summary("size", lambda r: 0) == pool.size_bytes  # kept: usage only
     grown = report.with_lvs({index: pool._replace(size_bytes=pool.size_bytes * 2)})
-    assert grown.derived("size", lambda r: r.get_lv("pool").size_bytes) == \
+    assert grown.summary("size", lambda r: r.get_lv("pool").size_bytes) == \
         pool.size_bytes * 2
 
 
