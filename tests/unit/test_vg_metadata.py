@@ -66,6 +66,37 @@ def test_what_is_not_the_syntax_raises(text):
         parse_config(text)
 
 
+@pytest.mark.parametrize("text, value", [
+    ('a = "po\\ol"', "po\\ol"), ('a = "x\\\\y"', "x\\y"), ('a = "\\"q\\""', '"q"'),
+    ('a = ["t\\1", "u"]', ("t\\1", "u")),
+], ids=["backslash-kept", "backslash-escaped", "quote-escaped", "in-a-list"])
+def test_a_backslash_is_dropped_only_where_lvm_drops_it(text, value):
+    # dm_unescape_double_quotes: only \" and \\ lose their backslash
+    assert parse_config(text) == {"a": value}
+
+
+@pytest.mark.parametrize("text", [
+    "a = 010", "a = 08", "a = -07", "a = [1, 020]", "a {\nb = 00\n}",
+], ids=["octal", "zero-eight", "negative", "in-a-list", "in-a-section"])
+def test_an_integer_with_a_leading_zero_is_refused(text):
+    # octal to LVM's reader (strtoll base 0), and 08 is 0 to it
+    for parse in (parse_config, config_text._parse_statements):
+        with pytest.raises(ConfigTextError, match="leading zero"):
+            parse(text)
+
+
+@pytest.mark.parametrize("text", ['a = "x\0y"', "a = 1\0\nb = 2", "a = 1\n\0\0b = 2\0"],
+                         ids=["in-a-string", "between", "nuls-then-more"])
+def test_a_nul_before_the_end_is_refused(text):
+    # LVM's reader stops at the first NUL: what follows is not read
+    with pytest.raises(ConfigTextError, match="NUL"):
+        parse_config(text)
+
+
+def test_zero_and_trailing_nuls_are_read():
+    assert parse_config("a = 0\nb = -0\nc = 0.5\n\0\0") == {"a": 0, "b": 0, "c": 0.5}
+
+
 # -- reports of real LVM states --------------------------------------------------------
 
 @pytest.mark.skipif(not STATES, reason="no captured metadata")
