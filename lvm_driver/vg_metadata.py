@@ -262,8 +262,9 @@ def _vg_section(tree: dict[str, Any], vg_name: str) -> dict[str, Any]:
     _known(vg, _VG_KEYS, f"VG {vg_name}")
     _id(vg, "VG")
     _tags(vg, "VG")
-    for key in ("seqno", "max_lv", "max_pv"):
-        _int(vg, key, "VG")
+    for key in ("seqno", "max_lv", "max_pv", "metadata_copies"):
+        if key in vg or key != "metadata_copies":
+            _int(vg, key, "VG")
     # LVM's sizes in bytes are 64-bit: with extents of at most 4 GiB no LV nor VG of
     # 32-bit extent counts gets past that (its report would show the size wrapped)
     _need(0 < _int(vg, "extent_size", "VG") <= MAX_EXTENT_SECTORS,
@@ -375,7 +376,9 @@ def _roles(lvs: dict[str, _LV]) -> tuple[dict[str, str], dict[str, str], set[str
         elif kind == "thin-pool":
             for key in ("pool", "metadata"):
                 part = lvs.get(segment.get(key))
-                if part is None or part.kind != "striped" or part.name in roles:
+                # the pool's size is its data LV's (a pool of other extents is not LVM's)
+                if part is None or part.kind != "striped" or part.name in roles or (
+                        key == "pool" and part.extents != lv.extents):
                     raise MetadataUnsupported(f"LV {lv.name}: its {key} LV")
                 roles[part.name] = lv.name
             if segment.get("zero_new_blocks", 0) not in (0, 1):  # absent: not zeroed
