@@ -47,6 +47,10 @@ _LIST_ITEM: Final = re.compile(rf'\s*(?:(?P<string>{_STRING})|(?P<number>{_NUMBE
 #: else stays in the string
 _ESCAPE: Final = re.compile(r'\\([\\"])')
 _TAIL: Final = re.compile(rf'{_BLANK}\x00*\Z', re.S)
+#: what Python's ``str.strip`` and ``\s`` take for blanks but LVM's reader (C's isspace)
+#: does not: LVM would read it as part of a name (the four ASCII ones first)
+_OTHER_BLANKS: Final = tuple(char for char in map(chr, range(0x3001))
+                             if char.isspace() and char not in " \t\n\r\x0b\x0c")
 #: the longest integer text LVM's config reader (64-bit signed) takes: "-" and 19 digits
 _INT64_DIGITS: Final = 20
 
@@ -93,6 +97,9 @@ def parse_config(text: str) -> Section:
     if "\0" in text.rstrip("\0"):
         raise ConfigTextError(f"a NUL at offset {text.index(chr(0))}, before the end of "
                               f"the text (LVM's reader stops there)")
+    if any(blank in text for blank in (
+            _OTHER_BLANKS[:4] if text.isascii() else _OTHER_BLANKS)):
+        raise ConfigTextError("a character Python takes for a blank and LVM does not")
     try:
         return _parse_lines(text)
     except _NotOneALine:

@@ -93,6 +93,13 @@ def test_a_nul_before_the_end_is_refused(text):
         parse_config(text)
 
 
+@pytest.mark.parametrize("blank", ["\x1c", "\x1f", "\x85", "\xa0", "\u3000"])
+def test_a_blank_to_python_that_lvm_reads_as_a_character_is_refused(blank):
+    # "tags\x1f = [...]" is the key "tags" to str.strip, another key to LVM
+    with pytest.raises(ConfigTextError, match="blank"):
+        parse_config(f'a{blank} = ["x"]')
+
+
 def test_zero_and_trailing_nuls_are_read():
     assert parse_config("a = 0\nb = -0\nc = 0.5\n\0\0") == {"a": 0, "b": 0, "c": 0.5}
 
