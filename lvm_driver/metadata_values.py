@@ -64,7 +64,8 @@ def _check_thin_pool(segment: dict[str, Any], name: str) -> None:
             and _THIN_CHUNK[0] <= chunk <= _THIN_CHUNK[1]  # type: ignore[operator]
             and chunk % _THIN_CHUNK[0] == 0  # type: ignore[operator]
             and type(discards) is str and discards.lower() in _DISCARDS
-            and "metadata" in segment and "pool" in segment):
+            and "metadata" in segment and "pool" in segment
+            and is_count(segment.get("crop_metadata", 0))):
         raise MetadataUnsupported(f"LV {name}: chunk size {chunk!r}, discards {discards!r} "
                                   f"or transaction id LVM refuses, or no metadata or data "
                                   f"LV")

@@ -29,7 +29,7 @@ from typing import Any, Final
 from lvm_driver import mda
 from lvm_driver.config_text import ConfigTextError, parse_config
 from lvm_driver.metadata_values import (ID, MAX_EXTENT_SECTORS, MAX_UINT32, MAX_UINT64, NAME,
-                                        SEGMENT_CHECKS, TAG, MetadataUnsupported)
+                                        SEGMENT_CHECKS, TAG, MetadataUnsupported, is_count)
 from lvm_driver.report import LogicalVolume, LVAttr, VGReport, gc_paused
 
 __all__ = ["MetadataUnsupported", "report_from_text", "report_from_pvs"]
@@ -128,6 +128,8 @@ class _LV:
             raise MetadataUnsupported(f"LV {name}: its id, status or creation time")
         self.name = name
         self.status = _flag_set(section["status"], _LV_STATUS, memo, name)
+        if "FIXED_MINOR" in self.status and not is_count(section.get("minor")):
+            raise MetadataUnsupported(f"LV {name}: a fixed minor number that is none")
         self.flags = _flag_set(section.get("flags", ()), _LV_FLAGS, memo, name)
         tags = section.get("tags", ())
         found = memo.get(tags) if type(tags) is tuple else None
@@ -383,6 +385,11 @@ def _roles(lvs: dict[str, _LV]) -> tuple[dict[str, str], dict[str, str], set[str
                 roles[part.name] = lv.name
             if segment.get("zero_new_blocks", 0) not in (0, 1):  # absent: not zeroed
                 raise MetadataUnsupported(f"LV {lv.name}: zero_new_blocks")
+            for message in segment.values():  # queued for the pool: LVM checks each
+                if type(message) is dict and not (
+                        message.get("create") in lvs and len(message) == 1
+                        or message.keys() == {"delete"} and is_count(message["delete"])):
+                    raise MetadataUnsupported(f"LV {lv.name}: a message LVM refuses")
         elif kind == "snapshot":
             origin, cow = lvs.get(segment.get("origin")), lvs.get(segment.get("cow_store"))
             # LVM lists a thin pool taken as an origin as one ("o"): not understood here
@@ -392,6 +399,10 @@ def _roles(lvs: dict[str, _LV]) -> tuple[dict[str, str], dict[str, str], set[str
                 raise MetadataUnsupported(f"LV {lv.name}: its origin or COW store")
             roles[lv.name] = cow_origin[cow.name] = origin.name
             origins.add(origin.name)
+    # LVM takes one hidden LV named so for the pools' metadata spare, no second
+    if sum(1 for name, lv in lvs.items()
+           if "_pmspare" in name and "VISIBLE" not in lv.status) > 1:
+        raise MetadataUnsupported("more than one pool metadata spare")
     return roles, cow_origin, origins
 
 
