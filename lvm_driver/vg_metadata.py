@@ -244,14 +244,16 @@ def _check_extents(vg: dict[str, Any], lvs: dict[str, _LV]) -> None:
             length = segment["extent_count"] // segment["stripe_count"]
             for index in range(0, len(stripes), 2):
                 pv, first = stripes[index], stripes[index + 1]
-                _need(first + length <= pe_counts.get(pv, 0),
-                      f"LV {lv.name}: extents {first}..{first + length - 1} are past the "
-                      f"end of PV {pv}")
+                if first + length > pe_counts.get(pv, 0):
+                    raise MetadataUnsupported(f"LV {lv.name}: extents {first}.."
+                                              f"{first + length - 1} are past the end of "
+                                              f"PV {pv}")
                 taken.append((pv, first, first + length, lv.name))
     taken.sort()
     for (pv, _, end, name), (other_pv, first, _, other) in zip(taken, taken[1:]):
-        _need(pv != other_pv or first >= end,
-              f"PV {pv}: LVs {name} and {other} share extent {first}")
+        if pv == other_pv and first < end:
+            raise MetadataUnsupported(f"PV {pv}: LVs {name} and {other} share extent "
+                                      f"{first}")
 
 
 def _vg_section(tree: dict[str, Any], vg_name: str) -> dict[str, Any]:
@@ -387,7 +389,8 @@ def _roles(lvs: dict[str, _LV]) -> tuple[dict[str, str], dict[str, str], set[str
                 raise MetadataUnsupported(f"LV {lv.name}: zero_new_blocks")
             for message in segment.values():  # queued for the pool: LVM checks each
                 if type(message) is dict and not (
-                        message.get("create") in lvs and len(message) == 1
+                        type(message.get("create")) is str and message["create"] in lvs
+                        and len(message) == 1
                         or message.keys() == {"delete"} and is_count(message["delete"])):
                     raise MetadataUnsupported(f"LV {lv.name}: a message LVM refuses")
         elif kind == "snapshot":
