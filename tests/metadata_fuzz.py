@@ -182,7 +182,7 @@ def mutate(text: str, rng: random.Random) -> tuple[str, str, bool]:
     """``text`` with one random edit, what the edit was, and whether LVM is known to
     refuse the result or read it otherwise than at face value (the reader must refuse)."""
     lines = text.split("\n")
-    kind = rng.randrange(7)
+    kind = rng.randrange(8)
     if kind == 0:  # an integer replaced by an awkward one
         numbered = [i for i, line in enumerate(lines) if line.rstrip().split(" ")[-1].isdigit()]
         at = rng.choice(numbered)
@@ -209,6 +209,13 @@ def mutate(text: str, rng: random.Random) -> tuple[str, str, bool]:
         value = lines[other].split(" = ", 1)[1]
         lines[at] = f"{key} = {value}"
         return "\n".join(lines), f"{key} = {value} (line {at + 1})", False
+    if kind == 6:  # a setting's value of another type: a list, a section, a string
+        settings = [i for i, line in enumerate(lines) if " = " in line]
+        at = rng.choice(settings)
+        key, value = lines[at].split(" = ", 1)
+        lines[at] = rng.choice((f"{key} = [{value}]", f"{key} {{\nx = {value}\n}}",
+                                f'{key} = "{value.strip(chr(34))}"', f"{key} = []"))
+        return "\n".join(lines), f"{lines[at]!r} (line {at + 1})", False
     if kind == 5:
         at = rng.randrange(len(text))
         # before the contents and version lines: LVM reads no such text
