@@ -72,8 +72,10 @@ def _check_thin_pool(segment: dict[str, Any], name: str) -> None:
 
 
 def _check_thin(segment: dict[str, Any], name: str) -> None:
-    if not (is_count(segment.get("transaction_id"), MAX_UINT64)
-            and is_count(segment.get("device_id"), _MAX_DEVICE_ID) and "thin_pool" in segment):
+    transaction, device = segment.get("transaction_id"), segment.get("device_id")
+    if not (type(transaction) is int and 0 <= transaction <= MAX_UINT64  # type: ignore
+            and type(device) is int and 0 <= device <= _MAX_DEVICE_ID  # type: ignore
+            and "thin_pool" in segment):
         raise MetadataUnsupported(f"LV {name}: its transaction id, device id (24 bits) or "
                                   f"pool")
 

@@ -122,9 +122,9 @@ class _LV:
         uuid, created = section.get("id"), section.get("creation_time")
         # LVM reads no LV without its id and status, nor a creation time without host
         if type(uuid) is not str or not ID.fullmatch(uuid) or "status" not in section or (
-                (created is None) != ("creation_host" not in section)) or not (
-                created is None or type(created) is int and 0 <= created <= MAX_UINT64
-                and type(section["creation_host"]) is str):
+                "creation_host" in section if created is None else not (
+                    type(created) is int and 0 <= created <= MAX_UINT64
+                    and type(section.get("creation_host")) is str)):
             raise MetadataUnsupported(f"LV {name}: its id, status or creation time")
         self.name = name
         self.status = _flag_set(section["status"], _LV_STATUS, memo, name)
@@ -140,8 +140,7 @@ class _LV:
         self.alloc = _ALLOC_CHARS.get(policy) if type(policy) is str else None
         count = section.get("segment_count")
         # each segment is a setting of the section: a count beyond them is forged
-        if self.alloc is None or type(count) is not int or not 1 <= count <= min(
-                len(section), MAX_UINT32):
+        if self.alloc is None or type(count) is not int or not 1 <= count <= len(section):
             raise MetadataUnsupported(f"LV {name}: allocation policy or segment count")
         others = section.keys() - _LV_KEYS
         if count == 1:
