@@ -266,7 +266,8 @@ def pv_id(device: str) -> str:
     return "-".join(parts)
 
 
-def _run(argv: list[str]) -> dict[str, object]:
+def run(argv: list[str]) -> dict[str, object]:
+    """An LVM command's exit code, first error lines and output."""
     done = subprocess.run(argv, capture_output=True, text=True, errors="replace",
                           timeout=300, check=False, env=dict(os.environ, LC_ALL="C"))
     errors = [line.strip() for line in done.stderr.splitlines() if line.strip()]
@@ -276,7 +277,7 @@ def _run(argv: list[str]) -> dict[str, object]:
 def verdict_on_disk(device: str, text: str) -> dict[str, object]:
     """LVM's report of ``text`` written as the PV's committed metadata (or its error)."""
     write_metadata(device, text.replace(BASE_PV_ID, pv_id(device)).encode())
-    return _run(lvm_argv.report(BASE_VG))
+    return run(lvm_argv.report(BASE_VG))
 
 
 def verdict_restored(device: str, text: str, scratch: Path) -> dict[str, object]:
@@ -286,10 +287,10 @@ def verdict_restored(device: str, text: str, scratch: Path) -> dict[str, object]
     write_metadata(device, BASE.replace(BASE_PV_ID, own).encode())
     path = scratch / "restore.vgcfg"
     path.write_text(text.replace(BASE_PV_ID, own))
-    restore = _run(["vgcfgrestore", "--force", "--yes", "-f", str(path), BASE_VG])
+    restore = run(["vgcfgrestore", "--force", "--yes", "-f", str(path), BASE_VG])
     if restore["exit_code"]:
         return {**restore, "lvs": "", "step": "vgcfgrestore"}
-    return {**_run(lvm_argv.report(BASE_VG)), "step": "lvs"}
+    return {**run(lvm_argv.report(BASE_VG)), "step": "lvs"}
 
 
 def load_verdicts() -> dict[str, dict[str, object]]:
