@@ -13,7 +13,8 @@ status flag or key not known here, a shared or exported VG, a missing PV, a
 merge under way, other PVs than those read) raises ``MetadataUnsupported``:
 the caller reads the VG through ``lvs`` instead. So does anything LVM itself
 refuses or reads otherwise than its face value (tests/unit/data/lvm_verdicts
-holds LVM's verdict on such texts): no ``contents`` or ``version`` line, an id
+holds LVM's verdict on such texts): a text on a PV not beginning with the VG's
+name, no ``contents`` or ``version`` line, an id
 that is not 32 of LVM's characters, a count past the 32 bits LVM keeps of it, a
 byte size past 64 bits, a discards mode or chunk size LVM rejects, extents past
 their PV's end or taken twice, a name or tag LVM would not allow (a ``lv_tags``
@@ -32,7 +33,7 @@ from lvm_driver.metadata_values import (ID, MAX_EXTENT_SECTORS, MAX_UINT32, MAX_
                                         SEGMENT_CHECKS, TAG, MetadataUnsupported, is_count)
 from lvm_driver.report import LogicalVolume, LVAttr, VGReport, gc_paused
 
-__all__ = ["MetadataUnsupported", "report_from_text", "report_from_pvs"]
+__all__ = ["MetadataUnsupported", "report_from_text", "report_from_pvs", "check_text_start"]
 
 SECTOR: Final = 512
 #: LVM counts a PV's extents, and an extent's sectors, in 32 bits
@@ -68,6 +69,8 @@ _REFERENCES: Final = {"striped": (), "thin-pool": ("pool", "metadata"),
                       "thin": ("thin_pool", "origin"), "snapshot": ("origin", "cow_store")}
 #: what a COW snapshot's origin may be: a thick (striped) or a thin LV
 _COW_ORIGINS: Final = frozenset({"striped", "thin"})
+#: what ends the name a text read from a device begins with (C's isspace, or "{")
+_NAME_ENDS: Final = frozenset({b" ", b"\t", b"\n", b"\r", b"\x0b", b"\x0c", b"{"})
 _ALLOC_CHARS: Final = {"inherit": "i", "normal": "n", "contiguous": "c", "cling": "l",
                        "cling_by_tags": "t", "anywhere": "a"}
 
@@ -311,13 +314,8 @@ def _pvs(vg: dict[str, Any], pv_uuids: Collection[str]) -> tuple[set[str], int]:
 
 
 def report_from_text(text: str, vg_name: str, pv_uuids: Collection[str]) -> VGReport:
-    """The report of VG ``vg_name`` from its metadata text as a metadata area holds it;
-    ``pv_uuids``: the PVs (label UUIDs) the text was read from, which must be all of
-    the VG's."""
-    # LVM reads no text from a device unless it begins with a name (the VG's)
-    _need(text.startswith(vg_name) and (text[len(vg_name):len(vg_name) + 1].isspace()
-                                        or text[len(vg_name):len(vg_name) + 1] == "{"),
-          f"the text does not begin with the VG's name {vg_name!r}")
+    """The report of VG ``vg_name`` from its metadata text; ``pv_uuids``: the PVs (label
+    UUIDs) the text was read from, which must be all of the VG's."""
     with gc_paused():
         try:
             tree = parse_config(text)
@@ -429,6 +427,15 @@ def _row(lv: _LV, lvs: dict[str, _LV], cow_origin: dict[str, str], origins: set[
                          lv.tags)
 
 
+def check_text_start(raw: bytes, vg_name: str) -> None:
+    """MetadataUnsupported unless a text read from a PV (its bytes) begins with the VG's
+    name and a blank or ``{``: LVM reads no text from a device that does not (a backup
+    file, which LVM reads without this check, begins with a comment)."""
+    name = vg_name.encode()
+    _need(raw.startswith(name) and raw[len(name):len(name) + 1] in _NAME_ENDS,
+          f"the text does not begin with the VG's name {vg_name!r}")
+
+
 def report_from_pvs(fingerprint: mda.Fingerprint, vg_name: str, *,
                     read: mda.BlockReader = mda.read_block) -> VGReport:
     """The report from the text the fingerprint's metadata areas point at: read once
@@ -441,6 +448,7 @@ def report_from_pvs(fingerprint: mda.Fingerprint, vg_name: str, *,
     _need(all(area[1:] == first for pv in with_text for area in pv.areas),
           "the metadata areas hold different texts")
     raw = mda.read_metadata_text(with_text[0], read=read)
+    check_text_start(raw, vg_name)
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError:

@@ -20,7 +20,10 @@ import subprocess
 from collections.abc import Callable
 from pathlib import Path
 
-from lvm_driver import lvm_argv, mda
+from lvm_driver import lvm_argv, mda, vg_metadata
+from lvm_driver.report import VGReport
+from lvm_driver.simulator.pv_headers import MDA_OFFSET, label_sector
+from lvm_driver.simulator.sizes import PV_METADATA_BYTES
 
 DATA = Path(__file__).parent / "unit" / "data"
 #: where the cases and LVM's verdicts are kept (tests/realvm/capture_verdicts.py)
@@ -291,6 +294,34 @@ def verdict_restored(device: str, text: str, scratch: Path) -> dict[str, object]
     if restore["exit_code"]:
         return {**restore, "lvs": "", "step": "vgcfgrestore"}
     return {**run(lvm_argv.report(BASE_VG)), "step": "lvs"}
+
+
+def read_from_pv(text: str, vg_name: str = BASE_VG, pv_id: str = BASE_PV_ID) -> VGReport:
+    """The reader's report of ``text`` the way the driver meets it: the committed text of
+    a PV (held in memory: label, metadata-area header, text and NUL) read through
+    ``vg_metadata.report_from_pvs``. MetadataUnsupported or HeaderError where refused."""
+    body = text.encode("utf-8", "surrogatepass") + b"\0"
+    area = PV_METADATA_BYTES - MDA_OFFSET  # as the label says
+    # only what is written is held; the rest of the PV reads as zeros
+    image = bytearray(MDA_OFFSET + mda.MDA_HEADER_SIZE + len(body))
+    image[512:1024] = label_sector(pv_id, PV_METADATA_BYTES)
+    header = bytearray(mda.MDA_HEADER_SIZE)
+    struct.pack_into("<I16sIQQQQII", header, 0, 0, mda.MDA_MAGIC, mda.MDA_VERSION, MDA_OFFSET,
+                     area, mda.MDA_HEADER_SIZE, len(body),
+                     mda.calc_crc(mda.INITIAL_CRC, body), 0)
+    struct.pack_into("<I", header, 0, mda.calc_crc(mda.INITIAL_CRC, bytes(header[4:])))
+    image[MDA_OFFSET:MDA_OFFSET + mda.MDA_HEADER_SIZE] = header
+    start = MDA_OFFSET + mda.MDA_HEADER_SIZE
+    image[start:start + len(body)] = body
+    data = bytes(image)
+
+    def read(path: str, offset: int, length: int) -> tuple[int, bytes]:
+        return 1, data[offset:offset + length].ljust(length, b"\0")
+
+    fingerprint = mda.vg_fingerprint([("pv", 1)], read=read)
+    if fingerprint is None:
+        raise mda.HeaderError("the PV image's headers do not read")
+    return vg_metadata.report_from_pvs(fingerprint, vg_name, read=read)
 
 
 def load_verdicts() -> dict[str, dict[str, object]]:

@@ -219,14 +219,6 @@ def metadata_text(layout: VGLayout, *, creation_time: int = 1_700_000_000) -> st
     return "".join(out)
 
 
-def disk_text(layout: VGLayout, *, creation_time: int = 1_700_000_000) -> str:
-    """The same text as a metadata area holds it: the VG's section first (LVM reads no
-    area whose text does not begin with the VG's name), the top-level lines after."""
-    text = metadata_text(layout, creation_time=creation_time)
-    at = text.index(f"{layout.vg_name} {{\n")
-    return text[at:] + text[:at]
-
-
 # ---------------------------------------------------------------------------
 # A synthetic lvs report, in LVM 2.03's JSON layout
 

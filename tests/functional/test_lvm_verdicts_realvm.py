@@ -21,7 +21,7 @@ import pytest
 from lvm_driver import lvm_argv, mda
 from lvm_driver.executor import LVMOutputError
 from lvm_driver.report import parse_lvs_report
-from lvm_driver.vg_metadata import MetadataUnsupported, report_from_text
+from lvm_driver.vg_metadata import MetadataUnsupported
 from tests import lvm_verdicts, metadata_fuzz
 
 pytestmark = pytest.mark.realvm
@@ -76,8 +76,7 @@ def test_lvm_gives_the_verdicts_recorded(device):
 
 def _reader(text: str) -> tuple:
     try:
-        report = report_from_text(text, metadata_fuzz.VG,
-                                  [metadata_fuzz.PV_ID.replace("-", "")])
+        report = lvm_verdicts.read_from_pv(text, metadata_fuzz.VG, metadata_fuzz.PV_ID)
     except MetadataUnsupported:
         return ("refused",)
     return ("report", report.vg_size_bytes, report.vg_free_bytes, report.extent_size_bytes,

@@ -9,11 +9,10 @@ import pytest
 
 from lvm_driver.executor import LVMOutputError
 from lvm_driver.report import VGReport, parse_lvs_report
-from lvm_driver.vg_metadata import MetadataUnsupported, report_from_text
-from tests.lvm_verdicts import BASE_PV_ID, BASE_VG, CASES, case_text, load_verdicts
+from lvm_driver.vg_metadata import MetadataUnsupported
+from tests.lvm_verdicts import BASE_VG, CASES, case_text, load_verdicts, read_from_pv
 
 VERDICTS = load_verdicts()
-PVS = [BASE_PV_ID.replace("-", "")]
 #: the texts LVM reads at face value: the reader must read them too, as LVM does (it
 #: refuses "big-extents" by choice: extents above 4 GiB go to lvs)
 READ_AS_LVM_DOES = {"base", "discards-upper", "discards-ignore", "cow-origin-thin",
@@ -46,8 +45,9 @@ def _lvs_report(verdict: dict) -> VGReport | None:
 
 
 def _read(text: str) -> VGReport | None:
+    """The reader's report of the text as the driver meets it, committed on a PV."""
     try:
-        return report_from_text(text, BASE_VG, PVS)
+        return read_from_pv(text)
     except MetadataUnsupported:
         return None
 

@@ -15,10 +15,10 @@ from lvm_driver import config_text
 from lvm_driver.config_text import ConfigTextError
 from lvm_driver.pool_facts import implausible
 from lvm_driver.report import VGReport
-from lvm_driver.vg_metadata import MetadataUnsupported, report_from_text
+from lvm_driver.vg_metadata import MetadataUnsupported
 from tests import metadata_fuzz
+from tests.lvm_verdicts import read_from_pv
 
-PVS = [metadata_fuzz.PV_ID.replace("-", "")]
 VALID_TEXTS = 300
 MUTATIONS = 3000
 
@@ -38,7 +38,7 @@ def test_random_valid_texts_read_as_lvs_prints_them():
     seed = _seed()
     for index in range(VALID_TEXTS):
         vg = metadata_fuzz.random_vg(random.Random(seed + index))
-        report = report_from_text(vg.text, metadata_fuzz.VG, PVS)
+        report = read_from_pv(vg.text, metadata_fuzz.VG, metadata_fuzz.PV_ID)
         assert (report.vg_size_bytes, report.vg_free_bytes) == (
             vg.vg_size_bytes, vg.vg_free_bytes), f"seed {seed + index}"
         assert _rows(report) == vg.rows, f"seed {seed + index}"
@@ -64,7 +64,7 @@ def test_random_edits_are_refused_or_read_into_a_report_that_holds_together():
             metadata_fuzz.random_vg(rng).text, rng)
         where = f"seed {seed + index}: {what}"
         try:
-            report = report_from_text(text, metadata_fuzz.VG, PVS)
+            report = read_from_pv(text, metadata_fuzz.VG, metadata_fuzz.PV_ID)
         except MetadataUnsupported:
             refused += 1
             continue
