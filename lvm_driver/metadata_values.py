@@ -7,12 +7,14 @@ anything else.
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 from typing import Any, Final
 
 from lvm_driver.names import NAME_MAX_LENGTH
 
 __all__ = ["MetadataUnsupported", "MAX_UINT32", "MAX_UINT64", "MAX_EXTENT_SECTORS", "ID",
-           "NAME", "TAG", "is_count", "SEGMENT_CHECKS"]
+           "NAME", "TAG", "is_count", "SEGMENT_CHECKS", "tags_of", "check_text_start",
+           "check_extents"]
 
 
 class MetadataUnsupported(ValueError):
@@ -38,6 +40,8 @@ _THIN_CHUNK: Final = (128, 2 * 1024 ** 2)
 MAX_EXTENT_SECTORS: Final = 2 ** 23
 #: a thin device id is 24 bits (DM_THIN_MAX_DEVICE_ID)
 _MAX_DEVICE_ID: Final = 2 ** 24 - 1
+#: what ends the name a text read from a device begins with (C's isspace, or "{")
+_NAME_ENDS: Final = frozenset({b" ", b"\t", b"\n", b"\r", b"\x0b", b"\x0c", b"{"})
 
 
 def is_count(value: object, limit: int = MAX_UINT32) -> bool:
@@ -91,3 +95,46 @@ def _check_snapshot(segment: dict[str, Any], name: str) -> None:
 #: each segment type's own checks (its references are checked with the whole VG)
 SEGMENT_CHECKS: Final = {"striped": _check_striped, "thin-pool": _check_thin_pool,
                           "thin": _check_thin, "snapshot": _check_snapshot}
+
+
+def tags_of(section: dict[str, Any], where: str) -> tuple[str, ...]:
+    """The section's tags, sorted as ``lvs`` prints them, each a string LVM allows."""
+    tags = section.get("tags", ())
+    if type(tags) is not tuple or not all(type(tag) is str and TAG.fullmatch(tag)
+                                          for tag in tags):
+        raise MetadataUnsupported(f"{where}: tags {tags!r} are not tags LVM allows")
+    return tuple(sorted(tags))
+
+
+def check_text_start(raw: bytes, vg_name: str) -> None:
+    """MetadataUnsupported unless a text read from a PV (its bytes) begins with the VG's
+    name and a blank or ``{``: LVM reads no text from a device that does not (a backup
+    file, which LVM reads without this check, begins with a comment)."""
+    name = vg_name.encode()
+    if not (raw.startswith(name) and raw[len(name):len(name) + 1] in _NAME_ENDS):
+        raise MetadataUnsupported(f"the text does not begin with the VG's name {vg_name!r}")
+
+
+def check_extents(pe_counts: dict[str, int], lvs: Iterable[Any]) -> None:
+    """Every striped LV's extents within its PV's (``pe_counts``: PV section name ->
+    extents), and none taken twice (LVM refuses both); ``lvs``: checked LV sections
+    (their ``name``, ``kind`` and ``segments``)."""
+    taken: list[tuple[str, int, int, str]] = []
+    for lv in lvs:
+        if lv.kind != "striped":
+            continue
+        for segment in lv.segments:
+            stripes = segment["stripes"]
+            length = segment["extent_count"] // segment["stripe_count"]
+            for index in range(0, len(stripes), 2):
+                pv, first = stripes[index], stripes[index + 1]
+                if first + length > pe_counts.get(pv, 0):
+                    raise MetadataUnsupported(f"LV {lv.name}: extents {first}.."
+                                              f"{first + length - 1} are past the end of "
+                                              f"PV {pv}")
+                taken.append((pv, first, first + length, lv.name))
+    taken.sort()
+    for (pv, _, end, name), (other_pv, first, _, other) in zip(taken, taken[1:]):
+        if pv == other_pv and first < end:
+            raise MetadataUnsupported(f"PV {pv}: LVs {name} and {other} share extent "
+                                      f"{first}")

@@ -30,10 +30,11 @@ from typing import Any, Final
 from lvm_driver import mda
 from lvm_driver.config_text import ConfigTextError, parse_config
 from lvm_driver.metadata_values import (ID, MAX_EXTENT_SECTORS, MAX_UINT32, MAX_UINT64, NAME,
-                                        SEGMENT_CHECKS, TAG, MetadataUnsupported, is_count)
+                                        SEGMENT_CHECKS, MetadataUnsupported, check_extents,
+                                        check_text_start, is_count, tags_of)
 from lvm_driver.report import LogicalVolume, LVAttr, VGReport, gc_paused
 
-__all__ = ["MetadataUnsupported", "report_from_text", "report_from_pvs", "check_text_start"]
+__all__ = ["MetadataUnsupported", "report_from_text", "report_from_pvs"]
 
 SECTOR: Final = 512
 #: LVM counts a PV's extents, and an extent's sectors, in 32 bits
@@ -69,8 +70,6 @@ _REFERENCES: Final = {"striped": (), "thin-pool": ("pool", "metadata"),
                       "thin": ("thin_pool", "origin"), "snapshot": ("origin", "cow_store")}
 #: what a COW snapshot's origin may be: a thick (striped) or a thin LV
 _COW_ORIGINS: Final = frozenset({"striped", "thin"})
-#: what ends the name a text read from a device begins with (C's isspace, or "{")
-_NAME_ENDS: Final = frozenset({b" ", b"\t", b"\n", b"\r", b"\x0b", b"\x0c", b"{"})
 _ALLOC_CHARS: Final = {"inherit": "i", "normal": "n", "contiguous": "c", "cling": "l",
                        "cling_by_tags": "t", "anywhere": "a"}
 
@@ -137,7 +136,7 @@ class _LV:
         tags = section.get("tags", ())
         found = memo.get(tags) if type(tags) is tuple else None
         if found is None:
-            found = memo[tags] = _tags(section, f"LV {name}")
+            found = memo[tags] = tags_of(section, f"LV {name}")
         self.tags = found
         policy = section.get("allocation_policy", "inherit")
         self.alloc = _ALLOC_CHARS.get(policy) if type(policy) is str else None
@@ -193,13 +192,6 @@ class _LV:
         return attr
 
 
-def _tags(section: dict[str, Any], where: str) -> tuple[str, ...]:
-    """The section's tags, sorted as ``lvs`` prints them, each one LVM allows."""
-    tags = _strings(section, "tags", where)
-    _need(all(TAG.fullmatch(tag) for tag in tags), f"{where}: a tag LVM does not allow")
-    return tuple(sorted(tags))
-
-
 def _messages_only(segment: dict[str, Any], kind: object) -> bool:
     """Whether a thin pool's settings beyond the known ones are only the messages
     queued for it while inactive (which change nothing ``lvs`` prints)."""
@@ -233,31 +225,6 @@ def _allocated(lv: _LV, pv_names: Collection[str]) -> int:
     return lv.extents
 
 
-def _check_extents(vg: dict[str, Any], lvs: dict[str, _LV]) -> None:
-    """Every striped LV's extents within its PV's, and none taken twice (LVM refuses
-    both): ``vg``'s PVs and ``lvs`` checked already."""
-    pe_counts = {name: pv["pe_count"] for name, pv in vg["physical_volumes"].items()}
-    taken: list[tuple[str, int, int, str]] = []
-    for lv in lvs.values():
-        if lv.kind != "striped":
-            continue
-        for segment in lv.segments:
-            stripes = segment["stripes"]
-            length = segment["extent_count"] // segment["stripe_count"]
-            for index in range(0, len(stripes), 2):
-                pv, first = stripes[index], stripes[index + 1]
-                if first + length > pe_counts.get(pv, 0):
-                    raise MetadataUnsupported(f"LV {lv.name}: extents {first}.."
-                                              f"{first + length - 1} are past the end of "
-                                              f"PV {pv}")
-                taken.append((pv, first, first + length, lv.name))
-    taken.sort()
-    for (pv, _, end, name), (other_pv, first, _, other) in zip(taken, taken[1:]):
-        if pv == other_pv and first < end:
-            raise MetadataUnsupported(f"PV {pv}: LVs {name} and {other} share extent "
-                                      f"{first}")
-
-
 def _vg_section(tree: dict[str, Any], vg_name: str) -> dict[str, Any]:
     sections = [key for key, value in tree.items() if isinstance(value, dict)]
     _need(sections == [vg_name], f"the text holds VG(s) {sections}, not {vg_name!r}")
@@ -267,7 +234,7 @@ def _vg_section(tree: dict[str, Any], vg_name: str) -> dict[str, Any]:
     vg = tree[vg_name]
     _known(vg, _VG_KEYS, f"VG {vg_name}")
     _id(vg, "VG")
-    _tags(vg, "VG")
+    tags_of(vg, "VG")
     for key in ("seqno", "max_lv", "max_pv", "metadata_copies"):
         if key in vg or key != "metadata_copies":
             _int(vg, key, "VG")
@@ -301,7 +268,7 @@ def _pvs(vg: dict[str, Any], pv_uuids: Collection[str]) -> tuple[set[str], int]:
             if key in pv:
                 _int(pv, key, where, MAX_UINT64)
         _need(("ba_start" in pv) == ("ba_size" in pv), f"{where}: half a bootloader area")
-        _tags(pv, where)
+        tags_of(pv, where)
         counts[name] = count = _int(pv, "pe_count", where, MAX_UINT64)
         _need(count <= MAX_EXTENT_COUNT, f"{where}: pe_count {count} is more than LVM's "
                                          f"32-bit extent count ({MAX_EXTENT_COUNT})")
@@ -334,7 +301,8 @@ def _report(tree: dict[str, Any], vg_name: str, pv_uuids: Collection[str]) -> VG
     memo: dict[object, Any] = {}
     lvs = {name: _LV(name, section, memo)
            for name, section in _section(vg, "logical_volumes", "VG").items()}
-    _check_extents(vg, lvs)
+    check_extents({name: pv["pe_count"] for name, pv in vg["physical_volumes"].items()},
+                  lvs.values())
     roles, cow_origin, origins = _roles(lvs)
     allocated = 0
     rows = []
@@ -425,15 +393,6 @@ def _row(lv: _LV, lvs: dict[str, _LV], cow_origin: dict[str, str], origins: set[
                        "s" if lv.name in origins else "-", False, memo)
     return LogicalVolume(lv.name, lv.extents * extent, attr, pool, origin, None, None,
                          lv.tags)
-
-
-def check_text_start(raw: bytes, vg_name: str) -> None:
-    """MetadataUnsupported unless a text read from a PV (its bytes) begins with the VG's
-    name and a blank or ``{``: LVM reads no text from a device that does not (a backup
-    file, which LVM reads without this check, begins with a comment)."""
-    name = vg_name.encode()
-    _need(raw.startswith(name) and raw[len(name):len(name) + 1] in _NAME_ENDS,
-          f"the text does not begin with the VG's name {vg_name!r}")
 
 
 def report_from_pvs(fingerprint: mda.Fingerprint, vg_name: str, *,
