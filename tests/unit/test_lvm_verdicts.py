@@ -17,10 +17,11 @@ VERDICTS = load_verdicts()
 #: refuses "big-extents" by choice: extents above 4 GiB go to lvs)
 READ_AS_LVM_DOES = {"base", "discards-upper", "discards-ignore", "cow-origin-thin",
                     "message-delete"}
-#: what the issue names, each a case here (LVM refuses the first group)
+#: what the issue names, each a case here: what LVM refuses, and what it reads otherwise
 LVM_REFUSES = {"version-2", "no-contents", "discards-bogus", "chunk-size-small",
                "chunk-size-odd", "overlapping-extents", "extents-past-pv", "nul-in-id",
                "leading-blank"}
+#: than at face value (wrapped, truncated, octal, another key)
 LVM_READS_OTHERWISE = {"leading-zero", "extent-count-64bit", "pe-count-64bit",
                        "backslash-in-reference", "comma-in-tag", "cow-origin-pool",
                        "extent-size-wraps-vg", "extent-size-wraps-lv",
