@@ -14,7 +14,7 @@ from lvm_driver.names import NAME_MAX_LENGTH
 
 __all__ = ["MetadataUnsupported", "MAX_UINT32", "MAX_UINT64", "MAX_EXTENT_SECTORS", "ID",
            "NAME", "TAG", "is_count", "SEGMENT_CHECKS", "tags_of", "check_text_start",
-           "check_extents"]
+           "check_extents", "check_unique_ids"]
 
 
 class MetadataUnsupported(ValueError):
@@ -138,3 +138,11 @@ def check_extents(pe_counts: dict[str, int], lvs: Iterable[Any]) -> None:
         if pv == other_pv and first < end:
             raise MetadataUnsupported(f"PV {pv}: LVs {name} and {other} share extent "
                                       f"{first}")
+
+
+def check_unique_ids(sections: Iterable[dict[str, Any]]) -> None:
+    """No two LV sections with one id: LVM reads such a VG from disk but refuses to
+    write it (vgcfgrestore): a VG corrupted, not one to report."""
+    ids = [section["id"] for section in sections]
+    if len(set(ids)) != len(ids):
+        raise MetadataUnsupported("two LVs have the same id")

@@ -31,7 +31,8 @@ from lvm_driver import mda
 from lvm_driver.config_text import ConfigTextError, parse_config
 from lvm_driver.metadata_values import (ID, MAX_EXTENT_SECTORS, MAX_UINT32, MAX_UINT64, NAME,
                                         SEGMENT_CHECKS, MetadataUnsupported, check_extents,
-                                        check_text_start, is_count, tags_of)
+                                        check_text_start, check_unique_ids, is_count,
+                                        tags_of)
 from lvm_driver.report import LogicalVolume, LVAttr, VGReport, gc_paused
 
 __all__ = ["MetadataUnsupported", "report_from_text", "report_from_pvs"]
@@ -303,6 +304,7 @@ def _report(tree: dict[str, Any], vg_name: str, pv_uuids: Collection[str]) -> VG
            for name, section in _section(vg, "logical_volumes", "VG").items()}
     check_extents({name: pv["pe_count"] for name, pv in vg["physical_volumes"].items()},
                   lvs.values())
+    check_unique_ids(_section(vg, "logical_volumes", "VG").values())
     roles, cow_origin, origins = _roles(lvs)
     allocated = 0
     rows = []

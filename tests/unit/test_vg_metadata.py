@@ -191,6 +191,14 @@ def test_anything_not_understood_is_refused(old, new):
         report_from_text(text.replace(old, new, 1), "vg", pvs)
 
 
+def test_two_lvs_with_one_id_are_refused():
+    # LVM reads such a VG from disk but vgcfgrestore refuses it (found by the VM fuzz run)
+    text, pvs = _small_vg()
+    ids = [line.split('"')[1] for line in text.splitlines() if line.strip().startswith("id =")]
+    with pytest.raises(MetadataUnsupported, match="same id"):
+        report_from_text(text.replace(ids[-1], ids[-2]), "vg", pvs)
+
+
 def test_a_hidden_lv_of_no_known_use_is_refused():
     text, pvs = _small_vg()
     hidden = text.replace("lvol0_pmspare", "lvol0_unknown")
