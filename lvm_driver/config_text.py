@@ -1,11 +1,13 @@
 """LVM's config-tree text (the syntax of lvm.conf and of VG metadata) parsed into dicts.
 
 The grammar as libdevmapper's config parser reads it: sections ``name { ... }``,
-settings ``key = value``, values that are strings (``"..."``, backslash escapes
-the next character), integers, floats or lists ``[ v, v, ... ]`` of those, and
-``#`` comments to the end of the line; the text may end in NUL bytes (a metadata
-area's copy does). A section is a dict, a list a tuple. Anything else, a name
-given twice in one section, or an integer past Python's digit limit, raises
+settings ``key = value``, values that are strings (``"..."``: a backslash keeps
+the next character in the string, and LVM drops it only before ``"`` and ``\\``),
+integers, floats or lists ``[ v, v, ... ]`` of those, and ``#`` comments to the
+end of the line; the text may end in NUL bytes (a metadata area's copy does).
+A section is a dict, a list a tuple. Anything else, a name given twice in one
+section, a NUL before the end (LVM's reader stops there), an integer beyond 64
+bits or written with a leading zero (octal to LVM, ``08`` is 0) raises
 ConfigTextError: the caller reads the same facts some other way rather than
 guess. LVM writes one statement a line (a list may run over several), which is
 read with string methods alone; a text with anything else on a line (a comment,
@@ -41,8 +43,14 @@ _STATEMENT: Final = re.compile(
     rf'|\[(?P<list>(?:[^\]"#]++|{_STRING})*+)\])(?=[\s}}#\x00]|\Z)))', re.S)
 _LIST_ITEM: Final = re.compile(rf'\s*(?:(?P<string>{_STRING})|(?P<number>{_NUMBER}))\s*(,|$)',
                                re.S)
-_ESCAPE: Final = re.compile(r'\\(.)', re.S)
+#: the escapes LVM undoes (dm_unescape_double_quotes); a backslash before anything
+#: else stays in the string
+_ESCAPE: Final = re.compile(r'\\([\\"])')
 _TAIL: Final = re.compile(rf'{_BLANK}\x00*\Z', re.S)
+#: what Python's ``str.strip`` and ``\s`` take for blanks but LVM's reader (C's isspace)
+#: does not: LVM would read it as part of a name (the four ASCII ones first)
+_OTHER_BLANKS: Final = tuple(char for char in map(chr, range(0x3001))
+                             if char.isspace() and char not in " \t\n\r\x0b\x0c")
 #: the longest integer text LVM's config reader (64-bit signed) takes: "-" and 19 digits
 _INT64_DIGITS: Final = 20
 
@@ -58,6 +66,9 @@ def _number(text: str) -> int | float:
     digit limit)."""
     if "." in text:
         return float(text)
+    if len(text) > 1 and text.lstrip("-")[:1] == "0" and text.lstrip("-") != "0":
+        raise ConfigTextError(f"integer {text[:24]} has a leading zero (LVM reads it as "
+                              f"octal)")
     if len(text) <= _INT64_DIGITS and -2 ** 63 <= (value := int(text)) < 2 ** 63:
         return value
     raise ConfigTextError(f"integer {text[:24]}{'...' if len(text) > 24 else ''} "
@@ -83,6 +94,12 @@ def _list(text: str) -> tuple[str | int | float, ...]:
 
 def parse_config(text: str) -> Section:
     """The top-level section of ``text``; ConfigTextError on anything not understood."""
+    if "\0" in text.rstrip("\0"):
+        raise ConfigTextError(f"a NUL at offset {text.index(chr(0))}, before the end of "
+                              f"the text (LVM's reader stops there)")
+    if any(blank in text for blank in (
+            _OTHER_BLANKS[:4] if text.isascii() else _OTHER_BLANKS)):
+        raise ConfigTextError("a character Python takes for a blank and LVM does not")
     try:
         return _parse_lines(text)
     except _NotOneALine:

@@ -12,6 +12,8 @@ the simulator's PVs through this text exactly as it reads a disk's.
 
 from __future__ import annotations
 
+import hashlib
+
 import json
 from collections.abc import Iterator
 from typing import Any, Final
@@ -91,8 +93,9 @@ def _striped(extents: _Extents, count: int) -> list[list[str]]:
 
 
 def _uuid_for(vg: dict[str, Any], name: str) -> str:
+    # from a hash of the VG's id and the name: each LV its own id, as LVM gives it
     seed = label_uuid(vg.get("uuid", "")) + name
-    return _dashed("".join(c for c in seed.encode().hex() if c.isalnum())[:32])
+    return _dashed(hashlib.sha256(seed.encode()).hexdigest()[:32])
 
 
 def metadata_text(vg: dict[str, Any], pvs: dict[str, dict[str, Any]]) -> str:

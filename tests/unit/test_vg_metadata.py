@@ -66,6 +66,44 @@ def test_what_is_not_the_syntax_raises(text):
         parse_config(text)
 
 
+@pytest.mark.parametrize("text, value", [
+    ('a = "po\\ol"', "po\\ol"), ('a = "x\\\\y"', "x\\y"), ('a = "\\"q\\""', '"q"'),
+    ('a = ["t\\1", "u"]', ("t\\1", "u")),
+], ids=["backslash-kept", "backslash-escaped", "quote-escaped", "in-a-list"])
+def test_a_backslash_is_dropped_only_where_lvm_drops_it(text, value):
+    # dm_unescape_double_quotes: only \" and \\ lose their backslash
+    assert parse_config(text) == {"a": value}
+
+
+@pytest.mark.parametrize("text", [
+    "a = 010", "a = 08", "a = -07", "a = [1, 020]", "a {\nb = 00\n}",
+], ids=["octal", "zero-eight", "negative", "in-a-list", "in-a-section"])
+def test_an_integer_with_a_leading_zero_is_refused(text):
+    # octal to LVM's reader (strtoll base 0), and 08 is 0 to it
+    for parse in (parse_config, config_text._parse_statements):
+        with pytest.raises(ConfigTextError, match="leading zero"):
+            parse(text)
+
+
+@pytest.mark.parametrize("text", ['a = "x\0y"', "a = 1\0\nb = 2", "a = 1\n\0\0b = 2\0"],
+                         ids=["in-a-string", "between", "nuls-then-more"])
+def test_a_nul_before_the_end_is_refused(text):
+    # LVM's reader stops at the first NUL: what follows is not read
+    with pytest.raises(ConfigTextError, match="NUL"):
+        parse_config(text)
+
+
+@pytest.mark.parametrize("blank", ["\x1c", "\x1f", "\x85", "\xa0", "\u3000"])
+def test_a_blank_to_python_that_lvm_reads_as_a_character_is_refused(blank):
+    # "tags\x1f = [...]" is the key "tags" to str.strip, another key to LVM
+    with pytest.raises(ConfigTextError, match="blank"):
+        parse_config(f'a{blank} = ["x"]')
+
+
+def test_zero_and_trailing_nuls_are_read():
+    assert parse_config("a = 0\nb = -0\nc = 0.5\n\0\0") == {"a": 0, "b": 0, "c": 0.5}
+
+
 # -- reports of real LVM states --------------------------------------------------------
 
 @pytest.mark.skipif(not STATES, reason="no captured metadata")
@@ -153,6 +191,14 @@ def test_anything_not_understood_is_refused(old, new):
         report_from_text(text.replace(old, new, 1), "vg", pvs)
 
 
+def test_two_lvs_with_one_id_are_refused():
+    # LVM reads such a VG from disk but vgcfgrestore refuses it (found by the VM fuzz run)
+    text, pvs = _small_vg()
+    ids = [line.split('"')[1] for line in text.splitlines() if line.strip().startswith("id =")]
+    with pytest.raises(MetadataUnsupported, match="same id"):
+        report_from_text(text.replace(ids[-1], ids[-2]), "vg", pvs)
+
+
 def test_a_hidden_lv_of_no_known_use_is_refused():
     text, pvs = _small_vg()
     hidden = text.replace("lvol0_pmspare", "lvol0_unknown")
@@ -202,6 +248,8 @@ def _pv_image(tmp_path, text: bytes, offset: int, *, checksum: int | None = None
 
 def _text_for_label() -> bytes:
     text, _ = _small_vg()
+    at = text.index("vg {\n")  # as an area holds it: the VG's section first
+    text = text[at:] + text[:at]
     layout_id = text.split('pv0 {\n\t\t\tid = "')[1].split('"')[0]
     return text.replace(layout_id, "AAAAAA-AAAA-AAAA-AAAA-AAAA-AAAA-AAAAAA").encode() + b"\0"
 
@@ -214,6 +262,20 @@ def test_the_text_is_read_where_the_header_points_wrapping_as_lvm_does(tmp_path,
     assert mda.read_metadata_text(fingerprint[0]) == text.rstrip(b"\0")
     report = vg_metadata.report_from_pvs(fingerprint, "vg")
     assert report.find_lv("pool") is not None
+
+
+@pytest.mark.parametrize("start", ["", " ", "\n", "# Generated\n"],
+                         ids=["vg-name-first", "blank", "newline", "comment"])
+def test_a_text_on_a_pv_must_begin_with_the_vgs_name(tmp_path, start):
+    # LVM reads no text from a device unless it begins with a name: a backup file's
+    # layout, or a blank, on a PV is refused (tests/unit/data/lvm_verdicts)
+    text = start.encode() + _text_for_label()
+    fingerprint = mda.vg_fingerprint([(_pv_image(tmp_path, text, 4096), 1)])
+    if not start:
+        assert vg_metadata.report_from_pvs(fingerprint, "vg").find_lv("pool")
+        return
+    with pytest.raises(MetadataUnsupported, match="begin with the VG's name"):
+        vg_metadata.report_from_pvs(fingerprint, "vg")
 
 
 def test_a_checksum_mismatch_is_a_doubt(tmp_path):
