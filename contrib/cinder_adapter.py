@@ -87,11 +87,12 @@ from oslo_config import cfg
 from driver_kit import (BackendError, CapacityExceeded, ConfigError, DriverKitError,
                         InvalidInput, SnapshotNotFound, VolumeDriver, VolumeNotFound,
                         load_backend_config, make_conf)
-from driver_kit.config import KIT_OPTS
-from driver_kit.config_check import option_names
+from driver_kit.config import KIT_OPTS, read_option
 from driver_kit.config_files import unknown_options
 from driver_kit.loading import driver_class
 
+from contrib.cinder_conf import (_cinder_coordination_url, _cinder_lock_path,
+                                 _registered_names)
 from contrib.cinder_manage import ManageAdapterMixin
 
 try:
@@ -125,42 +126,6 @@ _CINDER_OWNED = frozenset({"volume_driver", "volume_backend_name",
 _KIT_ONLY_OPTS = [opt for opt in KIT_OPTS if opt.dest not in _CINDER_OWNED]
 
 _Base: Any = cinder_driver.VolumeDriver if CINDER_AVAILABLE else object
-
-
-def _cinder_lock_path() -> str | None:
-    """Cinder's own [oslo_concurrency] lock_path, so every Cinder process shares locks."""
-    try:
-        return cfg.CONF.oslo_concurrency.lock_path
-    except (cfg.NoSuchOptError, cfg.NoSuchGroupError, AttributeError):
-        return None
-
-
-def _cinder_coordination_url(clustered: bool) -> str | None:
-    """Cinder's ``[coordination] backend_url`` when this service coordinates through it.
-
-    That is when cinder.conf sets it (DevStack points it at its etcd), or when
-    the service is in an active-active cluster, where Cinder's own locks use it,
-    default (``file://$state_path``) included. Cinder's default on a lone host
-    is left alone: there the file lock in ``lock_path`` does the same job.
-    """
-    try:
-        url = cfg.CONF.coordination.backend_url
-        chosen = cfg.CONF.get_location("backend_url", "coordination").location
-    except (cfg.NoSuchOptError, cfg.NoSuchGroupError, AttributeError):
-        return None
-    return url if url and (clustered or chosen.is_user_controlled) else None
-
-
-def _registered_names(section: Any) -> set[str]:
-    """The option names a file may use in ``section`` (a ``cfg.CONF[group]``): each
-    registered option's, and its deprecated names (oslo.config keeps the options only
-    on the group's private record; without it, the names alone)."""
-    names = set(section)
-    try:
-        opts = [info["opt"] for info in section._group._opts.values()]
-    except (AttributeError, KeyError, TypeError):
-        return names
-    return names | option_names(opts)
 
 
 class DriverKitVolumeDriver(ManageAdapterMixin, _Base):
@@ -215,9 +180,14 @@ class DriverKitVolumeDriver(ManageAdapterMixin, _Base):
         """Every option the wrapped driver reads, with the value Cinder resolved."""
         get = self.configuration.safe_get
         overrides: dict[str, Any] = {"volume_driver": get("driver_kit_driver")}
-        names = {opt.dest for opt in KIT_OPTS} | {opt.dest for opt in driver_class.OPTIONS}
-        for name in sorted(names - {"volume_driver"}):
-            value = get(name)
+        opts = {opt.dest: opt for opt in (*KIT_OPTS, *driver_class.OPTIONS)}
+        for name in sorted(set(opts) - {"volume_driver"}):
+            try:
+                value = get(name)
+            except (cfg.ConfigFileValueError, ValueError):
+                # a value oslo.config refuses (choices, bounds): say it as the kit does
+                read_option(cfg.CONF, self._backend_name(), opts[name], {})
+                raise
             if value is not None:
                 overrides[name] = value
         if "max_over_subscription_ratio" in overrides:

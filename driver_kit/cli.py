@@ -29,7 +29,7 @@ import platformdirs
 import driver_kit
 from driver_kit import scheduler
 from driver_kit.cli_config import adapter_overrides, choose_config_files
-from driver_kit.config_check import check_configuration, unknown_in_backend
+from driver_kit.config_check import report_configuration, unknown_in_backend
 from driver_kit.config_files import check_config_files
 from driver_kit.driver import VolumeDriver, VolumeInfo
 from driver_kit.exceptions import (CapacityExceeded, ConfigError, DriverKitError, InvalidSize,
@@ -407,21 +407,6 @@ def _failed(fmt: str | None, exc: BaseException, message: str, code: int,
 CHANGES = frozenset({"create", "extend", "delete", "snapshot", "delete-snapshot"})
 
 
-def _cmd_check_config(args: argparse.Namespace) -> int:
-    if not args.config_file:
-        raise ConfigError("check-config needs --config-file (with none, the embedded "
-                          "simulator's built-in configuration is used, and it is valid)")
-    problems, backends = check_configuration(args.config_file,
-                                             [args.backend] if args.backend else None)
-    for problem in problems:
-        print(f"config error: {problem}", file=sys.stderr)
-    if problems:
-        return EXIT_USAGE
-    print(f"configuration OK: {', '.join(args.config_file)} (backends: "
-          f"{', '.join(backends)})")
-    return 0
-
-
 def _run(args: argparse.Namespace, guard: SignalGuard) -> int:
     """The command, signals held while it may change the backend."""
     if args.command == "demo":
@@ -429,7 +414,7 @@ def _run(args: argparse.Namespace, guard: SignalGuard) -> int:
         run_demo = import_object(DEMO, "demo")
         return run_demo(tempfile.mkdtemp(prefix="driver-kit-demo-"))
     if args.command == "check-config":
-        return _cmd_check_config(args)
+        return report_configuration(args.config_file, args.backend)
     with guard.holding():  # the setup may make the VG or pool
         driver = _open_driver(args)
     if guard.received is not None:  # it arrived during the setup: stop before the command

@@ -25,7 +25,8 @@ from driver_kit.exceptions import ConfigError, InvalidInput
 from driver_kit.lock_dir import check_lock_path, default_lock_path
 
 __all__ = ["BackendConfig", "KIT_OPTS", "DEFAULT_OPTS", "MAX_RATIO", "list_opts",
-           "load_backend_config", "make_conf", "register_backend_opts", "option_rule"]
+           "load_backend_config", "make_conf", "register_backend_opts", "option_rule",
+           "read_option"]
 
 #: the largest max_over_subscription_ratio accepted: far past any real pool's, and
 #: every capacity figure stays exact at it
@@ -189,7 +190,7 @@ def _number(value: float) -> str:
     return f"{int(value):,}" if float(value).is_integer() else f"{value:,}"
 
 
-def _read(conf: cfg.ConfigOpts, group: str, opt: cfg.Opt,
+def read_option(conf: cfg.ConfigOpts, group: str, opt: cfg.Opt,
           overrides: dict[str, Any]) -> Any:
     """``opt``'s value in ``group``, checked by oslo.config and for finiteness; else a
     ConfigError saying what was set, where, and what it must be."""
@@ -256,9 +257,9 @@ def load_backend_config(conf: cfg.ConfigOpts | None = None, backend: str = "defa
         except ValueError as exc:
             why = f"must be {option_rule(opt_of[name])}" if name in opt_of else str(exc)
             raise ConfigError(f"[{backend}] {name} = {value!r}: {why}") from None
-    values = {opt.dest: _read(conf, backend, opt, overrides) for opt in KIT_OPTS}
+    values = {opt.dest: read_option(conf, backend, opt, overrides) for opt in KIT_OPTS}
     for opt in extra_opts:  # the driver's own, so no bad value waits until it bites
-        _read(conf, backend, opt, overrides)
+        read_option(conf, backend, opt, overrides)
 
     def bad(name: str, why: str) -> ConfigError:
         where = "" if name in overrides else _file_value(conf, backend, name)[1]

@@ -10,6 +10,7 @@ inside Cinder the adapter logs them.
 
 from __future__ import annotations
 
+import sys
 from typing import Iterable, Sequence
 
 from oslo_config import cfg
@@ -17,10 +18,11 @@ from oslo_config import cfg
 from driver_kit.config import (DEFAULT_OPTS, KIT_OPTS, load_backend_config, make_conf,
                                register_backend_opts)
 from driver_kit.config_files import UnknownOption, unknown_options
-from driver_kit.exceptions import DriverKitError
+from driver_kit.exceptions import ConfigError, DriverKitError
 from driver_kit.loading import driver_class
 
-__all__ = ["check_configuration", "option_names", "unknown_in_backend"]
+__all__ = ["check_configuration", "option_names", "report_configuration",
+           "unknown_in_backend"]
 
 
 def option_names(opts: Iterable[cfg.Opt]) -> set[str]:
@@ -71,3 +73,18 @@ def check_configuration(config_files: Sequence[str],
                             f"{type(exc).__name__}: {exc}")
     problems.extend(str(unknown) for unknown in unknown_options(config_files, known))
     return problems, chosen
+
+
+def report_configuration(config_files: Sequence[str], backend: str | None) -> int:
+    """``driver-kit check-config``: every problem of ``config_files`` on stderr, one a
+    line, and exit code 2; else one line saying what was checked, and 0."""
+    if not config_files:
+        raise ConfigError("check-config needs --config-file (with none, the embedded "
+                          "simulator's built-in configuration is used, and it is valid)")
+    problems, backends = check_configuration(config_files, [backend] if backend else None)
+    for problem in problems:
+        print(f"config error: {problem}", file=sys.stderr)
+    if problems:
+        return 2
+    print(f"configuration OK: {', '.join(config_files)} (backends: {', '.join(backends)})")
+    return 0
