@@ -8,8 +8,10 @@ The VG fits the VM lane's PV: one PV of 1023 extents of 4 MiB, pe_start 2048 sec
 
 from __future__ import annotations
 
+import os
 import random
 import string
+import time
 from dataclasses import dataclass, field
 
 VG = "dkvg"
@@ -222,3 +224,16 @@ def mutate(text: str, rng: random.Random) -> tuple[str, str, bool]:
         return text[:at], f"cut at offset {at}", at < text.index("\nversion = 1\n")
     at = rng.randrange(len(text))  # a character deleted
     return text[:at] + text[at + 1:], f"{text[at]!r} deleted at offset {at}", False
+
+
+#: the seed a CI run uses, so each CI run replays the very texts the last one passed
+CI_SEED = 20261126
+
+
+def fuzz_seed() -> int:
+    """``$DK_FUZZ_SEED``; else under ``CI=true`` the fixed CI_SEED; else a new one.
+    Printed, so any run can be replayed."""
+    default = CI_SEED if os.environ.get("CI") == "true" else time.time_ns() % 2 ** 32
+    seed = int(os.environ.get("DK_FUZZ_SEED", default))
+    print(f"fuzz seed {seed} (DK_FUZZ_SEED={seed} replays it)")
+    return seed

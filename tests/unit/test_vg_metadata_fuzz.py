@@ -7,9 +7,7 @@ taken in the VM lane (tests/functional/test_lvm_verdicts_realvm.py)."""
 
 from __future__ import annotations
 
-import os
 import random
-import time
 
 from lvm_driver import config_text
 from lvm_driver.config_text import ConfigTextError
@@ -24,9 +22,7 @@ MUTATIONS = 3000
 
 
 def _seed() -> int:
-    seed = int(os.environ.get("DK_FUZZ_SEED", time.time_ns() % 2 ** 32))
-    print(f"fuzz seed {seed} (DK_FUZZ_SEED={seed} replays it)")
-    return seed
+    return metadata_fuzz.fuzz_seed()
 
 
 def _rows(report: VGReport) -> list[metadata_fuzz.Row]:
