@@ -230,13 +230,15 @@ def read_fd(fd: int, offset: int, length: int, *, direct: bool) -> bytes:
     an aligned buffer (as O_DIRECT, ``direct``, wants)."""
     start = offset - offset % _ALIGN
     size = -(-(offset + length - start) // _ALIGN) * _ALIGN
+    if not direct:
+        return os.pread(fd, size, start)[offset - start:offset - start + length]
     buffer = mmap.mmap(-1, size)  # page-aligned, as O_DIRECT wants
     try:
-        count = os.preadv(fd, [buffer], start) if direct else None
-        data = bytes(buffer[:count]) if direct else os.pread(fd, size, start)
+        count = os.preadv(fd, [buffer], start)
+        with memoryview(buffer) as view:  # one copy of the bytes asked for, not two
+            return bytes(view[offset - start:min(count, offset - start + length)])
     finally:
         buffer.close()
-    return data[offset - start:offset - start + length]
 
 
 def pv_fingerprint(path: str, mda_count: int, *,
@@ -317,7 +319,7 @@ def read_metadata_text(pv: PVFingerprint, *, read: BlockReader = read_block) -> 
     parts = [(start + offset, size - wrap)]
     if wrap:
         parts.append((start + MDA_HEADER_SIZE, wrap))
-    text = bytearray()
+    chunks = []
     crc = INITIAL_CRC
     for part_offset, part_length in parts:
         for chunk_offset in range(part_offset, part_offset + part_length, TEXT_CHUNK_BYTES):
@@ -327,10 +329,10 @@ def read_metadata_text(pv: PVFingerprint, *, read: BlockReader = read_block) -> 
                 raise HeaderError(f"{pv.path} changed device, or ended, under the text "
                                   f"read")
             crc = calc_crc(crc, data)
-            text += data
+            chunks.append(data)
     if crc != checksum:
         raise HeaderError(f"{pv.path}: metadata text checksum mismatch (a commit since "
                           f"its header was read?)")
-    data = bytes(text)
-    text.clear()  # at most two copies of the text at any time
+    data = b"".join(chunks)  # the one chunk itself where there is one (most texts)
+    chunks.clear()  # at most two copies of the text at any time
     return data.rstrip(b"\0")
