@@ -333,6 +333,11 @@ def read_metadata_text(pv: PVFingerprint, *, read: BlockReader = read_block) -> 
     if crc != checksum:
         raise HeaderError(f"{pv.path}: metadata text checksum mismatch (a commit since "
                           f"its header was read?)")
+    while chunks:  # the trailing NULs stripped where they are, not from a whole copy
+        last = chunks.pop().rstrip(b"\0")
+        if last:
+            chunks.append(last)
+            break
     data = b"".join(chunks)  # the one chunk itself where there is one (most texts)
     chunks.clear()  # at most two copies of the text at any time
-    return data.rstrip(b"\0")
+    return data
