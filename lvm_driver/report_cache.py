@@ -132,9 +132,11 @@ def _pool_rows(report: VGReport) -> _PoolRows:
 
 def _pool_rows_after(report: VGReport, rows: _PoolRows, before: tuple[LogicalVolume, ...],
                      after: tuple[LogicalVolume, ...]) -> tuple[_PoolRows] | None:
-    """The pools' rows after a change of no thin pool: each moved by at most as many
-    rows as came and went (looked for there, not in 100,000 rows)."""
-    if any(lv.is_thin_pool for lv in (*before, *after)):
+    """The pools' rows after a change that left the same thin pools (a pool's row
+    redone, as for its transaction id after a thin create, leaves it): each moved by
+    at most as many rows as came and went (looked for there, not in 100,000 rows)."""
+    if {lv.name for lv in before if lv.is_thin_pool} != {
+            lv.name for lv in after if lv.is_thin_pool}:
         return None
     lvs, reach = report.lvs, len(before) + len(after)
     moved = []
