@@ -301,3 +301,32 @@ def test_the_text_read_in_one_buffer_is_the_text_read_in_chunks(tmp_path, text, 
         pv, read=lambda *where: mda.read_block(*where)))
     assert direct == chunked
     assert direct == ("doubt" if checksum is not None or cut else text.rstrip(b"\0"))
+
+
+def test_the_kept_buffer_never_shows_a_text_read_before(tmp_path):
+    """The aligned buffer is kept between reads: a shorter text after a longer one, a
+    wrapped one, and two reads at once each give exactly their own text; a read that
+    fails lets the buffer go."""
+    import threading
+
+    texts = [b"long {\n}\n" * 40_000 + b"\0", b"short\n" * 10 + b"\0",
+             b"wrapped {\n}\n" * 20_000 + b"\0"]
+    offsets = [4096, 8192, 2 * MiB - 5 * 4096]
+    pvs = [mda.pv_fingerprint(_image_file(tmp_path / f"pv{i}.img", text, area_bytes=2 * MiB,
+                                          offset=offset), 1)
+           for i, (text, offset) in enumerate(zip(texts, offsets))]
+    for pv, text in [*zip(pvs, texts), *zip(pvs, texts)]:
+        assert mda.read_metadata_text(pv) == text.rstrip(b"\0")
+    results: dict[int, bytes] = {}
+    threads = [threading.Thread(target=lambda i=i: results.__setitem__(
+        i, mda.read_metadata_text(pvs[i % 3]))) for i in range(6)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert results == {i: texts[i % 3].rstrip(b"\0") for i in range(6)}
+    bad = mda.pv_fingerprint(_image_file(tmp_path / "bad.img", texts[0], area_bytes=2 * MiB,
+                                         offset=4096, checksum=1), 1)
+    with pytest.raises(mda.HeaderError):
+        mda.read_metadata_text(bad)
+    assert mda._KEPT._buffer is None
