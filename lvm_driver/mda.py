@@ -401,8 +401,8 @@ def _read_direct(pv: PVFingerprint, parts: list[tuple[int, int]], checksum: int)
                 at = 0  # each part's span at a page boundary of the buffer
                 for (part_offset, part_length), (first, span) in zip(parts, spans):
                     with whole[at:at + span] as target:
-                        read = os.preadv(fd, [target], first)
-                    if read < part_offset + part_length - first:
+                        count = os.preadv(fd, [target], first)
+                    if count < part_offset + part_length - first:
                         raise HeaderError(f"{pv.path} ended under the text read")
                     start = at + part_offset - first
                     views.append(whole[start:start + part_length])

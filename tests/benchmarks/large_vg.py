@@ -185,7 +185,8 @@ def measure(lv_count: int, runs: int, profile: int = 0) -> dict[str, Any]:
             layout.thin_lvs) + 1, "the report does not list every LV"
         cache = driver.vg.report_cache_stats
     return {"lv_count": lv_count, "text_bytes": len(text), "generate_s": generate_s,
-            "cold_s": cold, "cache": cache, "bare_read_s": floor, "series": series, "profile": profiled,
+            "cold_s": cold, "cache": cache, "bare_read_s": floor, "series": series,
+            "profile": profiled,
             **{name: statistics.median(values) for name, values in series.items()}}
 
 
