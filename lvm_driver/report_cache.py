@@ -121,6 +121,34 @@ def parse_pvs_report(text: str, vg_name: str) -> list[tuple[str, int]]:
     return pvs
 
 
+#: each thin pool's row index and name in a report
+_PoolRows = tuple[tuple[int, str], ...]
+
+
+def _pool_rows(report: VGReport) -> _PoolRows:
+    """Each thin pool's row index and name."""
+    return tuple((index, lv.name) for index, lv in enumerate(report.lvs) if lv.is_thin_pool)
+
+
+def _pool_rows_after(report: VGReport, rows: _PoolRows, before: tuple[LogicalVolume, ...],
+                     after: tuple[LogicalVolume, ...]) -> tuple[_PoolRows] | None:
+    """The pools' rows after a change that left the same thin pools (a pool's row
+    redone, as for its transaction id after a thin create, leaves it): each moved by
+    at most as many rows as came and went (looked for there, not in 100,000 rows)."""
+    if {lv.name for lv in before if lv.is_thin_pool} != {
+            lv.name for lv in after if lv.is_thin_pool}:
+        return None
+    lvs, reach = report.lvs, len(before) + len(after)
+    moved = []
+    for index, name in rows:
+        window = range(max(0, index - reach), min(len(lvs), index + reach + 1))
+        found = next((at for at in window if lvs[at].name == name), None)
+        if found is None:
+            return None
+        moved.append((found, name))
+    return (tuple(moved),)
+
+
 def with_pool_usage(report: VGReport, pool_indexes: tuple[int, ...],
                     sources: DeviceSources,
                     ask_lvm: Callable[[str], LogicalVolume | None]) -> VGReport:
@@ -273,7 +301,8 @@ class ReportCache:
     def store(self, fingerprint: mda.Fingerprint | None, report: VGReport) -> tuple[int, ...]:
         """Keep ``report`` for reuse while the fingerprint stays ``fingerprint`` (read
         before the report was); returns its pools' indexes."""
-        indexes = tuple(i for i, lv in enumerate(report.lvs) if lv.is_thin_pool)
+        located = report.summary("thin-pool-rows", _pool_rows, _pool_rows_after)
+        indexes = tuple(index for index, _ in located)
         with self._lock:
             self._entry = None if fingerprint is None else _Entry(fingerprint, report,
                                                                   indexes)

@@ -82,6 +82,8 @@ class _State:
     report: VGReport
     #: each thin origin, and how many thin LVs name it
     children: dict[str, int]
+    #: each LV's id, and the LV that has it (the full parse refuses an id twice)
+    ids: dict[str, str]
 
 
 class IncrementalReader:
@@ -139,7 +141,8 @@ def _full(raw: bytes, vg_name: str, uuids: frozenset[str]) -> _State:
     rows = list(assembly.report.lvs)
     state = _State(raw, memoryview(raw), vg_name, uuids, 0, [], [], facts, lvs,
                    assembly.links, memo,
-                   rows, [lv.name for lv in rows], assembly.report, _children(lvs.values()))
+                   rows, [lv.name for lv in rows], assembly.report, _children(lvs.values()),
+                   {lv.uuid: name for name, lv in lvs.items()})
     if located is None:
         state.raw = b""  # matches no text: the next one is parsed whole
         return state
@@ -210,10 +213,11 @@ def _update(last: _State, text: bytes) -> _State | None:
     lvs = last.lvs
     old = {name: lvs.pop(name) for name in (*walk.removed, *fresh) if name in lvs}
     lvs.update(fresh)
+    _update_ids(last.ids, old.values(), fresh.values())
     state = _State(text, memoryview(text), last.vg_name, last.pv_uuids, head_end,
                    walk.names, walk.lengths,
                    facts, lvs, last.links, memo, last.rows, last.row_names, last.report,
-                   last.children)
+                   last.children, last.ids)
     if facts == last.facts and _only_thin_changes(last.links, old, walk.removed, fresh):
         _update_rows(state, old, walk.removed, fresh)
     else:
@@ -223,6 +227,18 @@ def _update(last: _State, text: bytes) -> _State | None:
         state.row_names = [lv.name for lv in state.rows]
         state.children = _children(lvs.values())
     return state
+
+
+def _update_ids(ids: dict[str, str], old: Iterable[LVSection],
+                fresh: Iterable[LVSection]) -> None:
+    """The ids of the last text (each one once) with the changed LVs' old ids taken
+    out and their new ones put in; an id two LVs have is a doubt (the full parse
+    refuses it)."""
+    for lv in old:
+        del ids[lv.uuid]
+    for lv in fresh:
+        if ids.setdefault(lv.uuid, lv.name) != lv.name:
+            raise _Doubt(f"LV {lv.name}: the id of LV {ids[lv.uuid]}")
 
 
 def _origin(lv: LVSection) -> object:

@@ -104,8 +104,9 @@ def measure(lv_count: int, runs: int) -> dict[str, Any]:
     }
 
 
-def measure_real(lv_count: int, runs: int) -> dict[str, Any]:
-    """Refresh after an operator's change, unchanged, and os-brick's, on a restored VG."""
+def measure_real(lv_count: int, runs: int, profile: int = 0) -> dict[str, Any]:
+    """Refresh after an operator's change, unchanged, and os-brick's, on a restored VG;
+    then ``profile`` refreshes after a change under cProfile (``refresh_profile``)."""
     from tests.benchmarks import refresh as R
     from tests.benchmarks.realvg import RealVG
     with RealVG("dkincvg", metadata_area_bytes=max(8, lv_count // 200) * 1024 ** 2) as vg:
@@ -133,7 +134,16 @@ def measure_real(lv_count: int, runs: int) -> dict[str, Any]:
             for name, fn in order:
                 series[name].append(_timed(fn))
         stats = driver.vg.report_cache_stats
-    return {"lv_count": lv_count, "series": series, "cache": stats,
+        profiled = None
+        if profile:
+            from tests.benchmarks.refresh_profile import profile_after_change
+            profiled = profile_after_change(
+                driver,
+                lambda round_: _run_checked(
+                    ["lvchange", "--addtag", f"profile{round_}",
+                     f"{vg.vg_name}/{layout.thin_lvs[round_ % len(layout.thin_lvs)].name}"],
+                    env), profile)
+    return {"lv_count": lv_count, "series": series, "cache": stats, "profile": profiled,
             **{name: statistics.median(values) for name, values in series.items()}}
 
 
@@ -191,7 +201,16 @@ def measure_creates(lv_count: int, runs: int) -> dict[str, Any]:
                     series["own"].append(wall - process)
                     series["lock_held"].append(sum(held))
         stats = driver.vg.report_cache_stats
-    return {"lv_count": lv_count, "series": series, "cache": stats,
+        profiled = None
+        if profile:
+            from tests.benchmarks.refresh_profile import profile_after_change
+            profiled = profile_after_change(
+                driver,
+                lambda round_: _run_checked(
+                    ["lvchange", "--addtag", f"profile{round_}",
+                     f"{vg.vg_name}/{layout.thin_lvs[round_ % len(layout.thin_lvs)].name}"],
+                    env), profile)
+    return {"lv_count": lv_count, "series": series, "cache": stats, "profile": profiled,
             **{name: statistics.median(values) for name, values in series.items()}}
 
 
@@ -235,6 +254,10 @@ def render_real(real: list[dict[str, Any]], runs: int) -> str:
             f"{m['brick'] * 1e3:.0f} ms |")
     lines.append("")
     lines.extend(f"- {m['lv_count']:,} LVs: report cache {m['cache']}" for m in real)
+    from tests.benchmarks.refresh_profile import render as render_profile
+    lines.extend("\n" + render_profile(m["profile"], f"{m['lv_count']:,} LVs: where the "
+                                        "refresh after a change goes")
+                 for m in real if m["profile"])
     return "\n".join(lines)
 
 
@@ -265,13 +288,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--sizes", default="1000,10000,100000")
     parser.add_argument("--runs", type=int, default=5)
     parser.add_argument("--real", default="", help="sizes of the real-VG refresh (root)")
+    parser.add_argument("--profile", type=int, default=0,
+                        help="with --real: this many refreshes after a change under cProfile")
     parser.add_argument("--creates", default="",
                         help="sizes of the driver's own work per create (root)")
     args = parser.parse_args(argv)
     started = time.time()
     load_before = " ".join(f"{x:.2f}" for x in os.getloadavg())
     sizes = [measure(int(size), args.runs) for size in args.sizes.split(",") if size]
-    real = [measure_real(int(size), args.runs) for size in args.real.split(",") if size]
+    real = [measure_real(int(size), args.runs, args.profile)
+            for size in args.real.split(",") if size]
     creates = [measure_creates(int(size), args.runs)
                for size in args.creates.split(",") if size]
     result = {"command": "python -m tests.benchmarks.incremental "

@@ -3,11 +3,14 @@
 #
 #   sudo bash tests/benchmarks/run_realdm.sh [--lvs 1000] [--runs 5] [--create-budget-s 1500]
 #   sudo bash tests/benchmarks/run_realdm.sh --unprivileged [--lvs 1000] [--runs 5]
+#   sudo bash tests/benchmarks/run_realdm.sh --pair [--lvs 1000] [--runs 5] [--profile 5]
 #   sudo bash tests/benchmarks/run_realdm.sh --creates [--sizes 1000,10000] [--runs 5]
 #
 # (--unprivileged: the driver as user cinder through its privileged daemon against
-# os-brick through cinder-rootwrap, tests/benchmarks/realdm_unprivileged.py, with the
-# project's .venv; steps 1 and 2 below otherwise.)
+# os-brick through cinder-rootwrap, tests/benchmarks/realdm_unprivileged.py; --pair:
+# that and the root path side by side on one VG, and where a refresh after a change
+# goes, tests/benchmarks/realdm_pair.py; both with the project's .venv; steps 1 and 2
+# below otherwise.)
 #
 # 1. makes the benchmark venv (tests/benchmarks/.venv: the project + os-brick from
 #    PyPI, see make_venv.sh) and puts virtme-ng into it with the VM lane's
@@ -38,15 +41,18 @@ if [ "${1:-}" = "--creates" ]; then
         "$repo/.venv/bin/python" -W "ignore::DeprecationWarning" \
         -m tests.benchmarks.realdm_creates "$@"
 fi
-if [ "${1:-}" = "--unprivileged" ]; then
+if [ "${1:-}" = "--unprivileged" ] || [ "${1:-}" = "--pair" ]; then
     # the driver as user cinder through its privileged daemon, os-brick through
-    # cinder-rootwrap: the project's venv, which has Cinder, os-brick, oslo.privsep and
-    # oslo.rootwrap (tests/benchmarks/realdm_unprivileged.py)
+    # cinder-rootwrap (--pair: and both as root, in the same run): the project's venv,
+    # which has Cinder, os-brick, oslo.privsep and oslo.rootwrap
+    # (tests/benchmarks/realdm_unprivileged.py, realdm_pair.py)
+    module=realdm_unprivileged
+    [ "$1" = "--pair" ] && module=realdm_pair
     shift
     bash "$repo/tests/realvm/install_deps.sh" "$repo/.venv/bin/python" >&2
     exec bash "$repo/tests/realvm/run_in_vm.sh" -- \
         "$repo/.venv/bin/python" -W "ignore::DeprecationWarning" \
-        -m tests.benchmarks.realdm_unprivileged "$@"
+        -m "tests.benchmarks.$module" "$@"
 fi
 venv_python="$(bash "$here/make_venv.sh")"
 bash "$repo/tests/realvm/install_deps.sh" "$venv_python" >&2

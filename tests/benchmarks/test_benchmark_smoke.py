@@ -7,7 +7,11 @@ should, and a burst of creates with enforcement never over-commits.
 
 from __future__ import annotations
 
+import os
 import re
+import shutil
+
+import pytest
 
 from driver_kit import GiB
 from lvm_driver.lvm import REPORT_FIELDS, parse_lvs_report
@@ -113,6 +117,24 @@ def test_the_incremental_read_after_a_one_lv_change_stays_far_below_a_full_parse
 
     result = incremental.measure(2000, 3)
     assert result["incremental_s"] * 3 < result["full_parse_s"], result
+
+
+def test_the_whole_refresh_after_a_one_lv_change_runs_no_lvm_and_stays_below_a_cold_one():
+    """``large_vg`` at 2,000 thin LVs (root and a loop device; 100,000 when run by hand):
+    every refresh after a committed one-LV change is read from the text (no LVM process,
+    every LV listed: asserted inside), incrementally, and stays under a third of the
+    first, full one (a guard with a wide margin: about a tenth measured)."""
+    from tests.benchmarks import large_vg
+    from tests.benchmarks.realvg import BenchmarkSetupError
+
+    if os.geteuid() != 0 or shutil.which("losetup") is None or shutil.which("lvm") is None:
+        pytest.skip("needs root, losetup and lvm2 to put a real PV on a loop device")
+    try:
+        result = large_vg.measure(2000, 3)
+    except BenchmarkSetupError as exc:
+        pytest.skip(f"no loop device here: {exc}")
+    assert result["cache"].incremental == 3, result["cache"]
+    assert result["after_change"] * 3 < result["cold_s"], result
 
 
 def test_the_creates_benchmark_wires_cinder_and_times_the_admission_lock(tmp_path):

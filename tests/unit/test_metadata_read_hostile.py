@@ -252,3 +252,81 @@ class _Recorder(logging.Handler):
 
     def emit(self, record: logging.LogRecord) -> None:
         self.records.append(record)
+
+
+# -- the text read in one aligned buffer: what the chunked read gives ---------------------
+
+def _image_file(path: Path, text: bytes, *, area_bytes: int, offset: int,
+                checksum: int | None = None, cut: int = 0) -> str:
+    """A PV image file whose metadata area holds ``text`` at ``offset``, wrapped to just
+    after the area's header where it runs past the end (as LVM writes it), its last
+    ``cut`` bytes missing."""
+    image = bytearray(MDA_OFFSET + area_bytes)
+    image[LABEL_OFFSET:LABEL_OFFSET + 512] = _label("A" * 32, len(image), area_bytes)
+    first = text[:area_bytes - offset]
+    image[MDA_OFFSET + offset:MDA_OFFSET + offset + len(first)] = first
+    rest = text[len(first):]
+    at = MDA_OFFSET + mda.MDA_HEADER_SIZE
+    image[at:at + len(rest)] = rest
+    image[MDA_OFFSET:MDA_OFFSET + 512] = _header(
+        area_bytes, offset, len(text),
+        mda.calc_crc(mda.INITIAL_CRC, text) if checksum is None else checksum)
+    path.write_bytes(bytes(image[:len(image) - cut]))
+    return str(path)
+
+
+def _outcome(read) -> bytes | str:
+    try:
+        return read()
+    except mda.HeaderError:
+        return "doubt"
+
+
+@pytest.mark.parametrize("text, offset, checksum, cut", [
+    (b"vg {\n}\n" * 30_000 + b"\0", 4096, None, 0),  # in one part
+    (b"vg {\n}\n" * 30_000 + b"\0", 2 * MiB - 7 * 4096, None, 0),  # wrapped
+    (b"vg {\n}\n" * 3000 + b"\0" * 9000, 2 * MiB - 8192, None, 0),  # NULs past the wrap
+    (b"\0" * 5000, 4096, None, 0),  # nothing but NULs
+    (b"vg {\n}\n" * 3000 + b"\0", 4096, 1234, 0),  # a checksum that does not match
+    (b"vg {\n}\n" * 3000 + b"\0", 2 * MiB - 4096, None, 2 * MiB - 8192),  # the PV ends
+])
+def test_the_text_read_in_one_buffer_is_the_text_read_in_chunks(tmp_path, text, offset,
+                                                               checksum, cut):
+    path = _image_file(tmp_path / "pv.img", text, area_bytes=2 * MiB, offset=offset,
+                       checksum=checksum, cut=cut)
+    pv = mda.pv_fingerprint(path, 1)
+    assert pv.areas[0][:2] == (offset, len(text))
+    direct = _outcome(lambda: mda.read_metadata_text(pv))
+    chunked = _outcome(lambda: mda.read_metadata_text(
+        pv, read=lambda *where: mda.read_block(*where)))
+    assert direct == chunked
+    assert direct == ("doubt" if checksum is not None or cut else text.rstrip(b"\0"))
+
+
+def test_the_kept_buffer_never_shows_a_text_read_before(tmp_path):
+    """The aligned buffer is kept between reads: a shorter text after a longer one, a
+    wrapped one, and two reads at once each give exactly their own text; a read that
+    fails lets the buffer go."""
+    import threading
+
+    texts = [b"long {\n}\n" * 40_000 + b"\0", b"short\n" * 10 + b"\0",
+             b"wrapped {\n}\n" * 20_000 + b"\0"]
+    offsets = [4096, 8192, 2 * MiB - 5 * 4096]
+    pvs = [mda.pv_fingerprint(_image_file(tmp_path / f"pv{i}.img", text, area_bytes=2 * MiB,
+                                          offset=offset), 1)
+           for i, (text, offset) in enumerate(zip(texts, offsets))]
+    for pv, text in [*zip(pvs, texts), *zip(pvs, texts)]:
+        assert mda.read_metadata_text(pv) == text.rstrip(b"\0")
+    results: dict[int, bytes] = {}
+    threads = [threading.Thread(target=lambda i=i: results.__setitem__(
+        i, mda.read_metadata_text(pvs[i % 3]))) for i in range(6)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert results == {i: texts[i % 3].rstrip(b"\0") for i in range(6)}
+    bad = mda.pv_fingerprint(_image_file(tmp_path / "bad.img", texts[0], area_bytes=2 * MiB,
+                                         offset=4096, checksum=1), 1)
+    with pytest.raises(mda.HeaderError):
+        mda.read_metadata_text(bad)
+    assert mda._KEPT._buffer is None

@@ -261,3 +261,54 @@ def test_after_a_change_the_text_is_read_and_what_is_not_understood_goes_to_lvs(
     assert (stats.parsed, stats.unparsed) == (1, 1)
     fresh = VolumeGroup("dkvg", executor=sim.executor()).report()
     assert report == fresh
+
+
+def test_the_pools_row_follows_thin_creates_without_a_scan_of_every_row(
+        sim, tmp_path, monkeypatch):
+    """After a thin create (the pool's transaction id changes with it) the report read
+    from the text finds the pool's row, moved by the new rows before it, among the
+    rows that changed, not by a scan of every row; its usage lands on the pool."""
+    from lvm_driver import report_cache
+
+    driver = make(tmp_path, lvm_metadata_parse=True)
+    operator(sim.state_file, "lvcreate", "-T", "-V", "1g", "-n", "volume-first", "dkvg/pool")
+    driver.get_volume_stats(refresh=True)  # the text's first read: parsed whole
+    scans = []
+    real = report_cache._pool_rows
+    monkeypatch.setattr(report_cache, "_pool_rows",
+                        lambda report: scans.append(report) or real(report))
+    for name in ("a-before-the-pool", "zz-after-the-pool", "b-before-it-too"):
+        operator(sim.state_file, "lvcreate", "-T", "-V", "1g", "-n", name, "dkvg/pool")
+        stats = driver.get_volume_stats(refresh=True)
+        report = driver.vg.report()
+        assert scans == [], name
+        fresh = VolumeGroup("dkvg", executor=sim.executor()).report()  # through lvs
+        assert report.get_lv("pool") == fresh.get_lv("pool")
+        assert [lv.name for lv in report.lvs] == [lv.name for lv in fresh.lvs]
+        assert pool_figures(stats)[0] == "up"
+        scans.clear()  # the fresh read's own
+    assert driver.vg.report_cache_stats.incremental == 3
+
+
+@pytest.mark.parametrize("op", [("create", 3, 1), ("remove", 2, 0), ("rename", 5, 0),
+                                ("tag", 4, 2), ("pool-size", 0, 1)])
+def test_the_pools_rows_carried_over_a_change_are_those_a_scan_finds(op):
+    """A thin create or remove changes the pool's transaction id with it (its row is
+    redone): the pools' rows are still carried over the change, and are where a scan
+    of every row finds them; a change of the pool itself is scanned anew."""
+    from lvm_driver import report_cache
+    from lvm_driver.vg_incremental import IncrementalReader
+    from tests.benchmarks import vgmeta
+    from tests.unit.test_vg_incremental import _apply, _layout, _uuids
+
+    layout = _layout(300)
+    reader = IncrementalReader()
+    first = reader.report(vgmeta.metadata_text(layout), "incvg", _uuids(layout))
+    first.summary("thin-pool-rows", report_cache._pool_rows, report_cache._pool_rows_after)
+    report = reader.report(vgmeta.metadata_text(_apply(layout, op)), "incvg", _uuids(layout))
+    assert reader.stats.incremental == 1
+    scanned = []
+    rows = report.summary("thin-pool-rows", lambda report: scanned.append(report)
+                          or report_cache._pool_rows(report))
+    assert bool(scanned) is (op[0] == "pool-size")
+    assert rows == report_cache._pool_rows(report)

@@ -357,3 +357,50 @@ def _lvs_fields(report):
     return ((report.vg_size_bytes, report.vg_free_bytes, report.extent_size_bytes),
             [(lv.name, lv.size_bytes, lv.attr.raw, lv.pool_lv, lv.origin, lv.tags)
              for lv in report.lvs])
+
+
+# -- LV ids: one per LV, on the fast path too ----------------------------------------
+
+def _id_of(text: str, name: str) -> str:
+    """The id the LV section ``name`` of a metadata text holds."""
+    return re.search(rf'\n\t\t{re.escape(name)} \{{\n\t\t\tid = "([^"]+)"', text).group(1)
+
+
+@pytest.mark.parametrize("donor, removed", [
+    ("thin", False), ("pool", False), ("pool_tdata", False), ("lvol0_pmspare", False),
+    ("thin", True)])
+def test_a_changed_thin_lv_taking_another_lvs_id_reads_as_the_full_parse_reads_it(
+        donor, removed):
+    """A new thin LV with the id of another LV is refused as the full parse refuses it;
+    with the id of a thin LV removed in the same change it is read as the full parse
+    reads it."""
+    layout = _layout(60)
+    reader = IncrementalReader()
+    base = vgmeta.metadata_text(layout)
+    reader.report(base, "incvg", _uuids(layout))
+    donor_name = layout.thin_lvs[7].name if donor == "thin" else donor
+    changed = _apply(layout, ("create", 5, 1))
+    if removed:
+        changed = dataclasses.replace(changed, thin_lvs=tuple(
+            lv for lv in changed.thin_lvs if lv.name != donor_name))
+    new = changed.thin_lvs[-1]
+    changed = dataclasses.replace(changed, thin_lvs=(
+        *changed.thin_lvs[:-1], dataclasses.replace(new, uuid=_id_of(base, donor_name))))
+    text = vgmeta.metadata_text(changed)
+    full = _outcome(report_from_text, text, "incvg", _uuids(layout))
+    assert (full == "refused") is not removed
+    assert _outcome(reader.report, text, "incvg", _uuids(layout)) == full
+
+
+def test_two_changed_thin_lvs_swapping_their_ids_read_as_the_full_parse_reads_them():
+    layout = _layout(60)
+    reader = IncrementalReader()
+    reader.report(vgmeta.metadata_text(layout), "incvg", _uuids(layout))
+    lvs = list(layout.thin_lvs)
+    lvs[2], lvs[9] = (dataclasses.replace(lvs[2], uuid=lvs[9].uuid, tags=("t",)),
+                      dataclasses.replace(lvs[9], uuid=lvs[2].uuid, tags=("t",)))
+    text = vgmeta.metadata_text(dataclasses.replace(layout, thin_lvs=tuple(lvs), seqno=2))
+    full = _outcome(report_from_text, text, "incvg", _uuids(layout))
+    assert full != "refused"
+    assert _outcome(reader.report, text, "incvg", _uuids(layout)) == full
+    assert reader.stats.incremental == 1
