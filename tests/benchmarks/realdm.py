@@ -25,8 +25,8 @@ import sys
 import time
 from typing import Any, Callable
 
-from lvm_driver.dm_status import dm_name, thin_pool_status
-from lvm_driver.tags import VOLUME_TAG
+from lvm_driver.policy.tags import VOLUME_TAG
+from lvm_driver.read.dm_status import dm_name, thin_pool_status
 from tests.benchmarks import refresh as R
 from tests.benchmarks.realvg import GiB, RealVG
 from tests.benchmarks.run import Series, _cpu_now, describe_machine, machine

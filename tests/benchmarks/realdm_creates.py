@@ -36,10 +36,10 @@ import uuid
 import warnings
 from typing import Any, Iterator
 
-from lvm_driver import lvm_argv
-from lvm_driver.command import CommandResult
-from lvm_driver.executor import ProcessRunner
-from lvm_driver.tags import VOLUME_TAG
+from lvm_driver.commands import lvm_argv
+from lvm_driver.policy.tags import VOLUME_TAG
+from lvm_driver.run.command import CommandResult
+from lvm_driver.run.executor import ProcessRunner
 from tests.benchmarks import refresh as R
 from tests.benchmarks import vgmeta
 from tests.benchmarks.realvg import GiB, RealVG, _run
@@ -87,7 +87,7 @@ class TimedRunner:
 def make_driver(vg: RealVG, runner: TimedRunner) -> Any:
     from driver_kit import load_backend_config
     from lvm_driver.driver import LVM_OPTS, ThinLVMDriver
-    from lvm_driver.executor import LVMExecutor
+    from lvm_driver.run.executor import LVMExecutor
     overrides = {"volume_group": vg.vg_name, "lvm_thin_pool_name": POOL,
                  "lvm_create_thin_pool": False, "lock_path": str(vg.workdir / "locks"),
                  "lvm_conf_file": vg.lvm_conf, "lvm_command_timeout": 600.0,

@@ -207,7 +207,7 @@ def round_trips(side: Side, vg: RealVG, runs: int) -> dict[str, list[float]]:
     import tempfile
 
     from driver_kit import load_backend_config
-    from lvm_driver.dm_status import thin_pool_status
+    from lvm_driver.read.dm_status import thin_pool_status
     from lvm_driver.driver import LVM_OPTS, ThinLVMDriver
     direct = ThinLVMDriver(load_backend_config(extra_opts=LVM_OPTS, overrides={
         "volume_group": VG_NAME, "lvm_thin_pool_name": POOL, "lvm_create_thin_pool": False,

@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 
 from driver_kit import GiB
-from lvm_driver.lvm import REPORT_FIELDS, parse_lvs_report
+from lvm_driver.commands.lvm import REPORT_FIELDS, parse_lvs_report
 from tests.benchmarks import creates, run, vgmeta
 
 
@@ -71,7 +71,7 @@ def test_report_renders_without_the_real_volume_group():
 
 
 def test_real_dm_report_renders_every_path_and_ratio():
-    from lvm_driver.dm_status import ThinPoolStatus
+    from lvm_driver.read.dm_status import ThinPoolStatus
     from tests.benchmarks import realdm
 
     series = {name: run.Series() for name in
