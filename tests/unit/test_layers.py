@@ -14,8 +14,8 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
 PACKAGES = ("driver_kit", "lvm_driver", "contrib")
-#: front ends nothing else may import
-TOP = ("driver_kit.cli",)
+#: front ends nothing else may import, each with the one module that starts it
+TOP = {"driver_kit.console": frozenset(), "driver_kit.cli": frozenset({"driver_kit.console"})}
 #: circles closed by a lazy import in driver_kit/compliance/checks.py, which takes
 #: the spec loader from the runner rather than from driver_kit.compliance.spec
 KNOWN_CIRCLES = {frozenset({"driver_kit.compliance.checks", "driver_kit.compliance.runner"})}
@@ -107,7 +107,7 @@ def test_no_import_circles() -> None:
 
 def test_nothing_imports_the_command_line() -> None:
     importers = sorted(f"{name} imports {top}" for name, targets in _graph().items()
-                       for top in TOP if top in targets)
+                       for top, starter in TOP.items() if top in targets and name not in starter)
     assert importers == []
 
 
