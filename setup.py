@@ -60,7 +60,7 @@ setup(
     # rootwrap.d (docs/cinder.md, the devstack plugin)
     data_files=[("etc/driver-kit/rootwrap.d", ["etc/driver-kit/rootwrap.d/driver-kit.filters"])],
     entry_points={
-        "console_scripts": ["driver-kit = driver_kit.cli:main"],
+        "console_scripts": ["driver-kit = driver_kit.console:main"],
         "oslo.config.opts": [
             "driver_kit = driver_kit.config:list_opts",
             "lvm_driver = lvm_driver.driver:list_opts",

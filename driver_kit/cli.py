@@ -17,6 +17,7 @@ import contextlib
 import json
 import logging
 import os
+import signal
 import sys
 import math
 import tempfile
@@ -468,15 +469,9 @@ def _reported(args: argparse.Namespace, guard: SignalGuard, fmt: str | None) -> 
         sys.stderr.close()
         return 0
     except KeyboardInterrupt as exc:
-        code = exc.exit_code if isinstance(exc, Interrupted) else 130
-        name = exc.args[0] if exc.args else "SIGINT"
-        if isinstance(exc, Interrupted) and exc.unknown:
-            print(f"interrupted ({name}) inside the {args.command}: whether it was "
-                  f"applied is not known; look with driver-kit stats",
-                  file=sys.stderr)
-        else:
-            print(f"interrupted ({name}): stopped before any change", file=sys.stderr)
-        return code
+        stop = exc if isinstance(exc, Interrupted) else Interrupted(signal.SIGINT)
+        print(stop.report(args.command), file=sys.stderr)
+        return stop.exit_code
     except Exception as exc:  # noqa: BLE001  (no input may end in a traceback)
         if args.debug:
             traceback.print_exc()

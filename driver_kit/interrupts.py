@@ -38,6 +38,14 @@ class Interrupted(KeyboardInterrupt):
     def exit_code(self) -> int:
         return 128 + self.signum
 
+    def report(self, command: str = "command") -> str:
+        """The one line that says what the signal stopped."""
+        name = signal.Signals(self.signum).name
+        if self.unknown:
+            return (f"interrupted ({name}) inside the {command}: whether it was applied "
+                    f"is not known; look with driver-kit stats")
+        return f"interrupted ({name}): stopped before any change"
+
 
 class SignalGuard:
     """Handlers of SIGINT and SIGTERM for the span of one command (``with guard:``).

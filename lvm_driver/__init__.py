@@ -7,9 +7,9 @@ enforces the over-subscription ratio on every create. ``LVMSimulator`` emulates 
 commands it issues and is the embedded default backend.
 """
 
+from lvm_driver.commands.lvm import VolumeGroup, validate_lv_name, validate_vg_name
 from lvm_driver.driver import LVM_OPTS, ThinLVMDriver, list_opts
-from lvm_driver.executor import CommandResult, LVMExecutor
-from lvm_driver.lvm import VolumeGroup, validate_lv_name, validate_vg_name
+from lvm_driver.run.executor import CommandResult, LVMExecutor
 
 __all__ = ["CommandResult", "LVMExecutor", "LVMSimulator", "LVM_OPTS", "ThinLVMDriver",
            "VolumeGroup", "list_opts", "validate_lv_name", "validate_vg_name"]

@@ -15,7 +15,7 @@ import sys
 from oslo_config import cfg
 
 from driver_kit import BackendConfig, GiB
-from lvm_driver.executor import LVMExecutor
+from lvm_driver.run.executor import LVMExecutor
 
 BACKEND_OPTS = [
     cfg.StrOpt("lvm_privilege", default="auto",

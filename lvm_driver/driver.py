@@ -53,13 +53,13 @@ from driver_kit import (AlreadyExists, BackendConfig, BackendError, BackendUnava
                         SetupError, SnapshotNotFound, VolumeBusy, VolumeDriver, VolumeInfo,
                         VolumeNotFound)
 from lvm_driver.backends import BACKEND_OPTS, make_executor
-from lvm_driver.executor import LVMExecutor, LVMOutputError, LVMVolumeGroupNotFoundError
-from lvm_driver.lvm import (LogicalVolume, VGReport, VolumeGroup, validate_lv_name,
+from lvm_driver.commands.lvm import (LogicalVolume, VGReport, VolumeGroup, validate_lv_name,
                             validate_vg_name)
-from lvm_driver.manage import ManageMixin
-from lvm_driver.pool_facts import implausible, is_snapshot, pool_facts, pools_down
-from lvm_driver.tags import REQUEST_TAG_PREFIX, SNAPSHOT_TAG, VOLUME_TAG
-from lvm_driver.wipe import WIPE_OPTS, wipe_thick
+from lvm_driver.policy.manage import ManageMixin
+from lvm_driver.policy.pool_facts import implausible, is_snapshot, pool_facts, pools_down
+from lvm_driver.policy.tags import REQUEST_TAG_PREFIX, SNAPSHOT_TAG, VOLUME_TAG
+from lvm_driver.policy.wipe import WIPE_OPTS, wipe_thick
+from lvm_driver.run.executor import LVMExecutor, LVMOutputError, LVMVolumeGroupNotFoundError
 
 LOG = logging.getLogger(__name__)
 
@@ -483,4 +483,4 @@ class ThinLVMDriver(ManageMixin, VolumeDriver):
 
 # what ``driver-kit check`` uses to certify the driver against LVM itself (found by
 # the harness as this module's COMPLIANCE_HOOKS)
-from lvm_driver.hooks import COMPLIANCE_HOOKS  # noqa: E402  (it needs nothing above)
+from lvm_driver.compliance.hooks import COMPLIANCE_HOOKS  # noqa: E402  (it needs nothing above)

@@ -25,11 +25,11 @@ from collections.abc import Sequence
 from typing import Any, Final
 
 from driver_kit.exceptions import ConfigError, DriverKitError
-from lvm_driver import lvm_argv
-from lvm_driver.command import CommandResult, LVMError, LVMTimeoutError
-from lvm_driver.dm_status import ThinPoolStatus
+from lvm_driver.commands import lvm_argv
 from lvm_driver.privileged import CONFIG_SECTION, PrivilegeRefused, commands, devices
-from lvm_driver.report_cache import DeviceSources
+from lvm_driver.read.dm_status import ThinPoolStatus
+from lvm_driver.read.report_cache import DeviceSources
+from lvm_driver.run.command import CommandResult, LVMError, LVMTimeoutError
 
 LOG = logging.getLogger(__name__)
 

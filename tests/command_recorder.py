@@ -18,12 +18,12 @@ from typing import Any
 import pytest
 
 from lvm_driver.driver import ThinLVMDriver
-from lvm_driver.executor import LVMExecutor
+from lvm_driver.run.executor import LVMExecutor
 
 #: argv -> the test that first ran it
 RECORDED: dict[tuple[str, ...], str] = {}
 _DRIVER_EXECUTORS: "weakref.WeakSet[LVMExecutor]" = weakref.WeakSet()
-_WRAPPERS = ("lvm_driver.lvm", "lvm_driver.executor")
+_WRAPPERS = ("lvm_driver.commands.lvm", "lvm_driver.run.executor")
 _current_test = ["(outside a test)"]
 
 

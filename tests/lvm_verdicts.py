@@ -20,8 +20,9 @@ import subprocess
 from collections.abc import Callable
 from pathlib import Path
 
-from lvm_driver import lvm_argv, mda, vg_metadata
-from lvm_driver.report import VGReport
+from lvm_driver.commands import lvm_argv
+from lvm_driver.read import mda, vg_metadata
+from lvm_driver.read.report import VGReport
 from lvm_driver.simulator.pv_headers import MDA_OFFSET, label_sector
 from lvm_driver.simulator.sizes import PV_METADATA_BYTES
 

@@ -8,7 +8,7 @@ the backend's config section name first and reads the VG, the thin pool and
 LVM's configuration from that section of the root-owned config files the daemon
 was started with (``lvm_driver.privileged.backend``); names, sizes and tags are
 checked again here, and the argv is built here by the builders ``VolumeGroup``
-uses (``lvm_driver.lvm_argv``). The root helper is allowed to start nothing but
+uses (``lvm_driver.commands.lvm_argv``). The root helper is allowed to start nothing but
 ``privsep-helper`` for this context (``etc/driver-kit/rootwrap.d``).
 """
 
@@ -19,7 +19,7 @@ from typing import Final
 from oslo_privsep import capabilities as caps
 from oslo_privsep import priv_context
 
-from lvm_driver.command import LVMError
+from lvm_driver.run.command import LVMError
 
 __all__ = ["default", "CONTEXT_NAME", "CONFIG_SECTION", "PrivilegeRefused"]
 

@@ -23,8 +23,8 @@ from typing import Any, Final
 from oslo_config import cfg
 
 from driver_kit.exceptions import ConfigError, InvalidName
-from lvm_driver.names import validate_lv_name, validate_vg_name
 from lvm_driver.privileged import PrivilegeRefused
+from lvm_driver.run.names import validate_lv_name, validate_vg_name
 
 __all__ = ["Backend", "load", "load_from", "trusted_path", "DRIVER_PATHS", "ADAPTER_PATHS"]
 

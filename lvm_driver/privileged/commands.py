@@ -2,7 +2,7 @@
 
 Each takes the backend's section name first; the VG and thin pool come from that
 section (``backend.load``), every other argument is checked here, and the argv is
-built by ``lvm_driver.lvm_argv``, the builders ``VolumeGroup`` runs as root. LVM runs
+built by ``lvm_driver.commands.lvm_argv``, the builders ``VolumeGroup`` runs as root. LVM runs
 with a fixed environment (``LC_ALL=C``, fd warnings off, a fixed ``PATH``, and
 ``LVM_SYSTEM_DIR`` only from a root-owned ``lvm_conf_file``), on real LVM or, when the
 section says ``lvm_backend = simulator``, on the simulator's state file. A reply is
@@ -20,12 +20,12 @@ from collections.abc import Iterator, Sequence
 from typing import Any, Final
 
 from driver_kit.exceptions import DriverKitError
-from lvm_driver import lvm_argv
-from lvm_driver.command import CommandResult, LVMTimeoutError
-from lvm_driver.names import validate_lv_name
+from lvm_driver.commands import lvm_argv
+from lvm_driver.policy.tags import is_driver_tag
 from lvm_driver.privileged import PrivilegeRefused, backend, default
-from lvm_driver.report import load_rows
-from lvm_driver.tags import is_driver_tag
+from lvm_driver.read.report import load_rows
+from lvm_driver.run.command import CommandResult, LVMTimeoutError
+from lvm_driver.run.names import validate_lv_name
 
 __all__ = ["report", "live_report", "vg_report", "pv_report", "lvm_query",
            "create_thin_pool", "create_thin", "create_thick", "create_snapshot",
@@ -103,7 +103,7 @@ def runner_for(served: backend.Backend) -> Any:
                 from lvm_driver.simulator import LVMSimulator
                 runner = LVMSimulator(state_file=served.state_file)
             else:
-                from lvm_driver.executor import ProcessRunner
+                from lvm_driver.run.executor import ProcessRunner
                 runner = ProcessRunner()
             _runners[key] = runner
     return runner

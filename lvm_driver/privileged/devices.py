@@ -27,13 +27,14 @@ from dataclasses import asdict
 from typing import Any, Final
 
 from driver_kit.exceptions import DriverKitError
-from lvm_driver import lvm_argv, mda
-from lvm_driver.dm_status import ThinPoolStatus, dm_name
-from lvm_driver.dm_status import thin_pool_status as _kernel_pool_status
+from lvm_driver.commands import lvm_argv
 from lvm_driver.privileged import PrivilegeRefused, backend, default
 from lvm_driver.privileged.commands import (checked_name, checked_size, checked_timeout,
                                             execute, refusing, run, runner_for)
-from lvm_driver.report import load_rows, lvs_from_rows
+from lvm_driver.read import mda
+from lvm_driver.read.dm_status import ThinPoolStatus, dm_name
+from lvm_driver.read.dm_status import thin_pool_status as _kernel_pool_status
+from lvm_driver.read.report import load_rows, lvs_from_rows
 
 __all__ = ["read_pv_block", "read_refresh", "thin_pool_status", "zero", "MAX_READ_BYTES",
            "allowed_regions"]

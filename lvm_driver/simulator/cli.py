@@ -10,7 +10,7 @@ from __future__ import annotations
 import sys
 from collections.abc import Sequence
 
-from lvm_driver.executor import LVMTimeoutError
+from lvm_driver.run.executor import LVMTimeoutError
 from lvm_driver.simulator.errors import Fail, SimulatorError
 from lvm_driver.simulator.runner import LVMSimulator
 from lvm_driver.simulator.shell_mode import serve

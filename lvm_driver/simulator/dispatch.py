@@ -14,7 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Final
 
-from lvm_driver.executor import CommandResult
+from lvm_driver.run.executor import CommandResult
 from lvm_driver.simulator.args import (
     COMMON_OPTIONS, REPORT_OPTIONS, Args, command_name, opts, parse_args)
 from lvm_driver.simulator.dd import cmd_dd

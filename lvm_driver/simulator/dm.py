@@ -1,5 +1,5 @@
 """The simulated kernel's device-mapper status of a thin pool: what
-``lvm_driver.dm_status.thin_pool_status`` answers on a real host (the same
+``lvm_driver.read.dm_status.thin_pool_status`` answers on a real host (the same
 record, its percentages computed as LVM prints them), from the simulated state.
 """
 
@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from lvm_driver.dm_status import ThinPoolStatus
+from lvm_driver.read.dm_status import ThinPoolStatus
 from lvm_driver.simulator.session import MD_BLOCK_BYTES, Output, Session
 
 __all__ = ["thin_pool_status"]

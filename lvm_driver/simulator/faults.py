@@ -14,7 +14,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from lvm_driver.executor import CommandResult, LVMTimeoutError
+from lvm_driver.run.executor import CommandResult, LVMTimeoutError
 from lvm_driver.simulator.args import command_name
 from lvm_driver.simulator.errors import SimulatorError
 

@@ -1,6 +1,6 @@
 """LVM's rules for LV, VG and tag names, written from lvm(8) and LVM's lvm-string.c.
 
-Kept apart from ``lvm_driver.names`` on purpose: the emulator checks the
+Kept apart from ``lvm_driver.run.names`` on purpose: the emulator checks the
 wrapper, not itself.
 """
 

@@ -5,7 +5,7 @@ rewrites, in place, the label (sector 1) and the metadata-area header (at
 4 KiB) of each of its PVs that is a regular file, as LVM writes them, and the
 VG's metadata text (``metadata_text``) into the area's circular buffer where
 ``raw_locn[0]`` points, wrapping past the area's end as LVM does: so the
-driver's ``lvm_driver.mda`` and ``vg_metadata`` read the simulator's PVs exactly
+driver's ``lvm_driver.read.mda`` and ``vg_metadata`` read the simulator's PVs exactly
 as they read a disk, and see every simulated commit in ``raw_locn[0]``. A text
 too big for its area is not written (its checksum is, so a reader finds a
 mismatch, a doubt). PVs that are not
@@ -20,7 +20,7 @@ import os
 import struct
 from typing import Any, Final
 
-from lvm_driver.mda import (INITIAL_CRC, LABEL_ID, LABEL_SCAN_SECTORS, LABEL_TYPE,
+from lvm_driver.read.mda import (INITIAL_CRC, LABEL_ID, LABEL_SCAN_SECTORS, LABEL_TYPE,
                             MDA_HEADER_SIZE, MDA_MAGIC, MDA_VERSION, SECTOR, HeaderError,
                             calc_crc, parse_label)
 from lvm_driver.simulator.metadata_text import label_uuid, metadata_text

@@ -21,10 +21,10 @@ import weakref
 from collections.abc import Sequence
 from typing import Any
 
-from lvm_driver import mda
-from lvm_driver.dm_status import ThinPoolStatus
-from lvm_driver.executor import CommandResult, LVMExecutor
-from lvm_driver.report_cache import DeviceSources
+from lvm_driver.read import mda
+from lvm_driver.read.dm_status import ThinPoolStatus
+from lvm_driver.read.report_cache import DeviceSources
+from lvm_driver.run.executor import CommandResult, LVMExecutor
 from lvm_driver.simulator import dm
 from lvm_driver.simulator.dispatch import COMMANDS, OTHER_TOOLS, execute
 from lvm_driver.simulator.errors import EXIT_FAILED, SimulatorError, StateFileError

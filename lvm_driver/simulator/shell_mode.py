@@ -1,4 +1,4 @@
-"""The simulator as LVM's interactive shell, as ``lvm_driver.shell`` configures it:
+"""The simulator as LVM's interactive shell, as ``lvm_driver.run.shell`` configures it:
 ``python -m lvm_driver.simulator --state FILE lvm``.
 
 One command per stdin line; each answered with one JSON document on
@@ -17,7 +17,7 @@ import os
 import sys
 from typing import IO, Any, Final
 
-from lvm_driver.executor import CommandResult, LVMTimeoutError
+from lvm_driver.run.executor import CommandResult, LVMTimeoutError
 
 #: the "timeout" a command in the shell runs under: a hang lasts until it is killed
 HANG_S: Final = 86_400.0

@@ -26,8 +26,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from driver_kit import CapacityExceeded, GiB, load_backend_config
+from lvm_driver.commands.lvm import VolumeGroup
 from lvm_driver.driver import LVM_OPTS, ThinLVMDriver
-from lvm_driver.lvm import VolumeGroup
 
 VG = "simvg"
 POOL = "pool"

@@ -36,9 +36,9 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from lvm_driver import mda
-from lvm_driver.vg_incremental import IncrementalReader
-from lvm_driver.vg_metadata import decode_text, report_from_text
+from lvm_driver.read import mda
+from lvm_driver.read.vg_incremental import IncrementalReader
+from lvm_driver.read.vg_metadata import decode_text, report_from_text
 from tests.benchmarks import vgmeta
 from tests.benchmarks.run import describe_machine, machine
 
@@ -155,7 +155,7 @@ def measure_creates(lv_count: int, runs: int) -> dict[str, Any]:
 
     from driver_kit import load_backend_config
     from lvm_driver.driver import LVM_OPTS, ThinLVMDriver
-    from lvm_driver.executor import LVMExecutor
+    from lvm_driver.run.executor import LVMExecutor
     from tests.benchmarks import realdm_creates as C
     from tests.benchmarks import refresh as R
     from tests.benchmarks.realvg import RealVG

@@ -25,11 +25,12 @@ import sys
 import time
 from typing import Any, Callable
 
-from lvm_driver.dm_status import dm_name, thin_pool_status
-from lvm_driver.tags import VOLUME_TAG
+from lvm_driver.policy.tags import VOLUME_TAG
+from lvm_driver.read.dm_status import dm_name, thin_pool_status
 from tests.benchmarks import refresh as R
+from tests.benchmarks import vm_report
 from tests.benchmarks.realvg import GiB, RealVG
-from tests.benchmarks.run import Series, _cpu_now, describe_machine, machine
+from tests.benchmarks.run import Series, _cpu_now, machine
 from tests.benchmarks.run import _s as _seconds
 
 MiB = 1024 ** 2
@@ -203,14 +204,11 @@ def measure(vg: RealVG, runs: int) -> dict[str, Any]:
 
 
 def render(result: dict[str, Any]) -> str:
-    m, b, r = result["machine"], result["build"], result["measure"]
+    b, r = result["build"], result["measure"]
     s: dict[str, Series] = r["series"]
-    out: list[str] = []
+    out = vm_report.header("Real device-mapper (VM lane)", result,
+                           "qemu TCG (no KVM), PV a sparse file in guest RAM")
     w = out.append
-    w("## Real device-mapper (VM lane)\n")
-    w(f"- Command: `{result['command']}`")
-    w(f"- Machine (inside the VM): {describe_machine(m)}; qemu TCG (no KVM), PV a sparse "
-      "file in guest RAM")
     w(f"- Every timed figure: median of {result['runs']} runs (min in brackets), after one "
       "untimed warm-up; each round starts with an operator's `lvcreate` in another "
       "process, then this driver's first refresh after it, then the other paths in "
@@ -321,15 +319,13 @@ def main(argv: list[str] | None = None) -> int:
         print(f"# measuring {args.runs} rounds", file=sys.stderr)
         measured = measure(vg, args.runs)
     result = {
-        "command": os.environ.get("DK_BENCH_COMMAND", "python -m tests.benchmarks.realdm"),
+        "command": vm_report.command("realdm"),
         "machine": machine(), "runs": args.runs, "lv_count": args.lvs,
         "budget_s": args.create_budget_s, "pool_gb": args.pool_gb, "lv_gb": args.lv_gb,
         "build": built, "measure": measured, "took_s": time.time() - started}
     text = render(result)
     print(text)
-    if args.markdown_out:
-        with open(args.markdown_out, "w", encoding="utf-8") as f:
-            f.write(text + "\n")
+    vm_report.save(text, args.markdown_out)
     return 0
 
 

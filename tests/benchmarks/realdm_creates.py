@@ -36,14 +36,14 @@ import uuid
 import warnings
 from typing import Any, Iterator
 
-from lvm_driver import lvm_argv
-from lvm_driver.command import CommandResult
-from lvm_driver.executor import ProcessRunner
-from lvm_driver.tags import VOLUME_TAG
+from lvm_driver.commands import lvm_argv
+from lvm_driver.policy.tags import VOLUME_TAG
+from lvm_driver.run.command import CommandResult
+from lvm_driver.run.executor import ProcessRunner
 from tests.benchmarks import refresh as R
-from tests.benchmarks import vgmeta
+from tests.benchmarks import vgmeta, vm_report
 from tests.benchmarks.realvg import GiB, RealVG, _run
-from tests.benchmarks.run import describe_machine, machine
+from tests.benchmarks.run import machine
 
 MiB = 1024 ** 2
 VG_NAME = "dkcreates"
@@ -87,7 +87,7 @@ class TimedRunner:
 def make_driver(vg: RealVG, runner: TimedRunner) -> Any:
     from driver_kit import load_backend_config
     from lvm_driver.driver import LVM_OPTS, ThinLVMDriver
-    from lvm_driver.executor import LVMExecutor
+    from lvm_driver.run.executor import LVMExecutor
     overrides = {"volume_group": vg.vg_name, "lvm_thin_pool_name": POOL,
                  "lvm_create_thin_pool": False, "lock_path": str(vg.workdir / "locks"),
                  "lvm_conf_file": vg.lvm_conf, "lvm_command_timeout": 600.0,
@@ -220,12 +220,11 @@ def measure_size(lv_count: int, runs: int) -> dict[str, Any]:
 
 
 def render(result: dict[str, Any]) -> str:
-    lines = ["## Creates and refreshes on real LVM (VM lane)\n",
-             f"- Command: `{result['command']}`",
-             f"- Machine (inside the VM): {describe_machine(result['machine'])}; qemu TCG, "
-             "PV a sparse file in guest RAM; VG restored from generated metadata, pool "
-             "active; new thin LVs of 1 GiB",
-             f"- Median of {result['runs']} rounds (paths in rotating order), "
+    lines = vm_report.header(
+        "Creates and refreshes on real LVM (VM lane)", result,
+        "qemu TCG, PV a sparse file in guest RAM; VG restored from generated metadata, "
+        "pool active; new thin LVs of 1 GiB")
+    lines += [f"- Median of {result['runs']} rounds (paths in rotating order), "
              f"took {result['took_s']:.0f} s; load before: {result['load']}\n",
              "| thin LVs | bare `lvcreate` | driver `create_volume` | its `lvcreate` | "
              "driver's own work | own / `lvcreate` | lock held | creates/s driver vs bare "
@@ -286,13 +285,10 @@ def main(argv: list[str] | None = None) -> int:
 def _report(args: argparse.Namespace, sizes: list[dict[str, Any]], failed: list[str],
             started: float, load: str) -> str:
     """The report of the sizes measured so far, written to ``--markdown-out`` too."""
-    text = render({"command": os.environ.get("DK_BENCH_COMMAND",
-                                             "python -m tests.benchmarks.realdm_creates"),
+    text = render({"command": vm_report.command("realdm_creates"),
                    "machine": machine(), "runs": args.runs, "sizes": sizes,
                    "took_s": time.time() - started, "load": load, "failed": failed})
-    if args.markdown_out:
-        with open(args.markdown_out, "w", encoding="utf-8") as f:
-            f.write(text + "\n")
+    vm_report.save(text, args.markdown_out)
     return text
 
 

@@ -36,10 +36,11 @@ from pathlib import Path
 from typing import Any, Callable
 
 from tests.benchmarks import refresh as R
+from tests.benchmarks import vm_report
 from tests.benchmarks.realdm import (BATCH, POOL, VG_NAME, _lvcreate_line, _run, _s,
                                      _thin_lv_count, build)
 from tests.benchmarks.realvg import GiB, RealVG
-from tests.benchmarks.run import describe_machine, machine
+from tests.benchmarks.run import machine
 
 MiB = 1024 ** 2
 REPO = Path(__file__).resolve().parents[2]
@@ -207,7 +208,7 @@ def round_trips(side: Side, vg: RealVG, runs: int) -> dict[str, list[float]]:
     import tempfile
 
     from driver_kit import load_backend_config
-    from lvm_driver.dm_status import thin_pool_status
+    from lvm_driver.read.dm_status import thin_pool_status
     from lvm_driver.driver import LVM_OPTS, ThinLVMDriver
     direct = ThinLVMDriver(load_backend_config(extra_opts=LVM_OPTS, overrides={
         "volume_group": VG_NAME, "lvm_thin_pool_name": POOL, "lvm_create_thin_pool": False,
@@ -234,14 +235,12 @@ def round_trips(side: Side, vg: RealVG, runs: int) -> dict[str, list[float]]:
 
 
 def render(result: dict[str, Any]) -> str:
-    m, b, r = result["machine"], result["build"], result["measure"]
+    b, r = result["build"], result["measure"]
     t, c = r["times"], r["commands"]
     brick = _median(t["brick_cinder"])
-    out: list[str] = []
+    out = vm_report.header("Real device-mapper, the driver unprivileged (VM lane)", result,
+                           "qemu TCG (no KVM)")
     w = out.append
-    w("## Real device-mapper, the driver unprivileged (VM lane)\n")
-    w(f"- Command: `{result['command']}`")
-    w(f"- Machine (inside the VM): {describe_machine(m)}; qemu TCG (no KVM)")
     w(f"- Median of {result['runs']} rounds (min in brackets), one untimed warm-up; each "
       "round: an operator's `lvcreate` as root, this driver's first refresh after it, "
       "then the other paths in rotating order; each refresh timed alone in its "
@@ -321,14 +320,12 @@ def main(argv: list[str] | None = None) -> int:
         grow(vg, built, args.lvs, started + args.create_budget_s)
         print(f"# measuring {args.runs} rounds", file=sys.stderr)
         measured = measure(vg, args.runs)
-    result = {"command": os.environ.get("DK_BENCH_COMMAND",
-                                        "python -m tests.benchmarks.realdm_unprivileged"),
+    result = {"command": vm_report.command("realdm_unprivileged"),
               "machine": machine(), "runs": args.runs, "build": built,
               "measure": measured, "took_s": time.time() - started}
     text = render(result)
     print(text)
-    if args.markdown_out:
-        Path(args.markdown_out).write_text(text + "\n", encoding="utf-8")
+    vm_report.save(text, args.markdown_out)
     return 0
 
 

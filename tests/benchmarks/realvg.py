@@ -18,7 +18,7 @@ import subprocess
 import tempfile
 from pathlib import Path
 
-from lvm_driver.executor import LVMExecutor
+from lvm_driver.run.executor import LVMExecutor
 from tests.benchmarks import vgmeta
 
 GiB = 1024 ** 3

@@ -31,10 +31,10 @@ from typing import Any, Callable
 
 from driver_kit import load_backend_config
 from lvm_driver.driver import LVM_OPTS, ThinLVMDriver
-from lvm_driver import mda
-from lvm_driver.dm_status import ThinPoolStatus
-from lvm_driver.executor import CommandResult, LVMExecutor, ProcessRunner
-from lvm_driver.report_cache import DeviceSources
+from lvm_driver.read import mda
+from lvm_driver.read.dm_status import ThinPoolStatus
+from lvm_driver.read.report_cache import DeviceSources
+from lvm_driver.run.executor import CommandResult, LVMExecutor, ProcessRunner
 
 #: the pool usage an active pool would print (same for both paths)
 DATA_PERCENT = "37.21"

@@ -129,7 +129,7 @@ def machine() -> dict[str, Any]:
 # stats refresh on the real VG
 
 def refresh_benchmark(sizes: list[int], runs: int) -> dict[str, Any]:
-    from lvm_driver.lvm import parse_lvs_report
+    from lvm_driver.commands.lvm import parse_lvs_report
     from tests.benchmarks import refresh as R
     from tests.benchmarks.realvg import RealVG
 
@@ -324,7 +324,7 @@ def spawn_benchmark(runs: int) -> dict[str, Any]:
     import psutil
     from oslo_concurrency import processutils
 
-    from lvm_driver.executor import ProcessRunner
+    from lvm_driver.run.executor import ProcessRunner
 
     runner, env = ProcessRunner(), dict(os.environ)
     paths: dict[str, Callable[[], Any]] = {
@@ -346,7 +346,7 @@ def spawn_benchmark(runs: int) -> dict[str, Any]:
 # parse and scheduler, in process
 
 def parse_benchmark(lv_count: int, runs: int) -> dict[str, Any]:
-    from lvm_driver.lvm import REPORT_FIELDS, parse_lvs_report
+    from lvm_driver.commands.lvm import REPORT_FIELDS, parse_lvs_report
     from tests.benchmarks.vgmeta import lvs_report_json
 
     text = lvs_report_json(lv_count, fields=tuple(REPORT_FIELDS))

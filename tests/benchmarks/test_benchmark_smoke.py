@@ -14,7 +14,7 @@ import shutil
 import pytest
 
 from driver_kit import GiB
-from lvm_driver.lvm import REPORT_FIELDS, parse_lvs_report
+from lvm_driver.commands.lvm import REPORT_FIELDS, parse_lvs_report
 from tests.benchmarks import creates, run, vgmeta
 
 
@@ -75,7 +75,7 @@ def test_report_renders_without_the_real_volume_group():
 
 
 def test_real_dm_report_renders_every_path_and_ratio():
-    from lvm_driver.dm_status import ThinPoolStatus
+    from lvm_driver.read.dm_status import ThinPoolStatus
     from tests.benchmarks import realdm
 
     series = {name: run.Series() for name in
@@ -166,3 +166,20 @@ def test_the_creates_benchmark_wires_cinder_and_times_the_admission_lock(tmp_pat
     with realdm_creates.lock_timer(driver, held):
         driver.create_volume("volume-2", 1)
     assert len(held) == 1 and held[0] > 0
+
+
+def test_the_vm_reports_open_with_their_command_and_machine_and_are_kept(tmp_path, monkeypatch):
+    from tests.benchmarks import realdm_creates, vm_report
+
+    monkeypatch.setenv("DK_BENCH_COMMAND", "sudo bash tests/benchmarks/run_realdm.sh --creates")
+    machine = dict.fromkeys(("cpu_model", "nproc", "memory_gib", "kernel", "lvm", "python",
+                             "os_brick"), "?")
+    text = realdm_creates.render({"command": vm_report.command("realdm_creates"),
+                                  "machine": machine, "runs": 1, "sizes": [], "took_s": 1,
+                                  "load": "0.5", "failed": []})
+    assert text.splitlines()[:3] == [
+        "## Creates and refreshes on real LVM (VM lane)", "",
+        "- Command: `sudo bash tests/benchmarks/run_realdm.sh --creates`"]
+    assert text.splitlines()[3].startswith("- Machine (inside the VM): ?, ? CPUs (nproc)")
+    vm_report.save(text, str(tmp_path / "report.md"))
+    assert (tmp_path / "report.md").read_text(encoding="utf-8") == text + "\n"

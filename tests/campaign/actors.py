@@ -16,7 +16,7 @@ import threading
 from collections import Counter
 from typing import Any, Callable
 
-from lvm_driver.executor import LVMError, LVMExecutor
+from lvm_driver.run.executor import LVMError, LVMExecutor
 
 from tests.campaign.audit import AuditSimulator
 from tests.campaign.plan import operator_name

@@ -19,8 +19,8 @@ import time
 from typing import Any
 
 from lvm_driver.driver import SNAPSHOT_TAG, VOLUME_TAG
-from lvm_driver.executor import CommandResult, LVMTimeoutError, Runner
-from lvm_driver.report_cache import DeviceSources
+from lvm_driver.read.report_cache import DeviceSources
+from lvm_driver.run.executor import CommandResult, LVMTimeoutError, Runner
 from lvm_driver.simulator import LVMSimulator
 
 from tests.campaign.journal import Journal

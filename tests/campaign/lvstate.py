@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from lvm_driver.executor import LVMExecutor
+from lvm_driver.run.executor import LVMExecutor
 
 from tests.campaign.audit import lv_map, vg_totals
 

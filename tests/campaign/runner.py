@@ -26,7 +26,7 @@ from typing import Any
 
 from driver_kit.admission import AdmissionGate
 from lvm_driver.driver import SNAPSHOT_TAG
-from lvm_driver.executor import LVMError, LVMExecutor
+from lvm_driver.run.executor import LVMError, LVMExecutor
 
 from tests.campaign import actors, locks, lvstate, outcomes
 from tests.campaign.audit import AuditSimulator, is_driver_tagged, vg_totals
@@ -151,7 +151,7 @@ class Campaign:
         size = self.conf["pool_gb"]
         self.executor.run(["lvcreate", "-T", "-L", f"{size}G", f"{self.vg}/{self.pool}"],
                           readonly=False)
-        from lvm_driver.lvm import VolumeGroup
+        from lvm_driver.commands.lvm import VolumeGroup
         report = VolumeGroup(self.vg, executor=self.executor).report()
         pool_lv = report.find_lv(self.pool)
         linear = sum(lv.size_bytes for lv in report.thick_volumes())

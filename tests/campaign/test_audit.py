@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from lvm_driver.executor import LVMTimeoutError
+from lvm_driver.run.executor import LVMTimeoutError
 from tests.campaign.audit import AuditSimulator
 from tests.campaign.journal import Journal
 

@@ -13,7 +13,7 @@ import os
 
 import pytest
 
-from lvm_driver.executor import LVMExecutor
+from lvm_driver.run.executor import LVMExecutor
 from tests.campaign.runner import Settings, replay_command, run_campaign
 
 #: requests in the VM: mostly cheap ones (refusals, lookups, stats) on a 2 GiB pool

@@ -22,7 +22,7 @@ from typing import Any
 from driver_kit import (BackendError, CapacityExceeded, DriverKitError, SnapshotNotFound,
                         VolumeNotFound, load_backend_config)
 from lvm_driver.driver import LVM_OPTS, ThinLVMDriver
-from lvm_driver.executor import LVMExecutor, ProcessRunner
+from lvm_driver.run.executor import LVMExecutor, ProcessRunner
 
 from tests.campaign import audit
 from tests.campaign.journal import Journal, read_all

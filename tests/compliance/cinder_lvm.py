@@ -19,8 +19,8 @@ from pathlib import Path
 from typing import Any, Callable
 
 from driver_kit.compliance import BackendTruth, ComplianceHooks
-from lvm_driver import hooks as kit_lvm_hooks
-from lvm_driver.cinder_hooks import cinder_lvm_hooks
+from lvm_driver.compliance import hooks as kit_lvm_hooks
+from lvm_driver.compliance.cinder_hooks import cinder_lvm_hooks
 from lvm_driver.simulator import LVMSimulator
 
 REPO = Path(__file__).resolve().parents[2]

@@ -34,7 +34,7 @@ def test_cinder_lvm_driver_on_real_lvm(tmp_path):
     env = cinder_lvm.make_host(tmp_path, state=None, vg=vg, passthrough_rootwrap=True)
     try:
         report = check(env, tmp_path, cinder_lvm.DRIVER,
-                       "lvm_driver.cinder_hooks:COMPLIANCE_HOOKS", VM_LANE)
+                       "lvm_driver.compliance.cinder_hooks:COMPLIANCE_HOOKS", VM_LANE)
     finally:  # the thin pool Cinder's check_for_setup_error made, and all in it
         subprocess.run(["lvremove", "-f", "-y", vg], check=False, capture_output=True)
     results = by_id(report)

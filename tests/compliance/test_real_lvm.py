@@ -26,7 +26,7 @@ def test_lvm_driver_on_real_lvm_passes_every_check(tmp_path):
         if os.environ.get("CI") == "true":
             pytest.fail(why)  # CI expects it: never a silent skip
         pytest.skip(why)
-    from lvm_driver.executor import LVMExecutor
+    from lvm_driver.run.executor import LVMExecutor
     vg = os.environ["DK_REAL_LVM_VG"]
     spec = DriverSpec(backend="lvm-real", overrides={
         "volume_driver": "lvm_driver.driver.ThinLVMDriver", "lvm_backend": "real",

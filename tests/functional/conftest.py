@@ -19,9 +19,9 @@ from typing import Any
 import pytest
 
 from driver_kit import GiB, load_backend_config
+from lvm_driver.commands.lvm import VolumeGroup
 from lvm_driver.driver import LVM_OPTS, ThinLVMDriver
-from lvm_driver.executor import CommandResult, LVMExecutor
-from lvm_driver.lvm import VolumeGroup
+from lvm_driver.run.executor import CommandResult, LVMExecutor
 
 POOL_GB = 2
 VG_GB = 4

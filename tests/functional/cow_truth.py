@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from driver_kit import validate_stats
-from lvm_driver.tags import SNAPSHOT_TAG, VOLUME_TAG
+from lvm_driver.policy.tags import SNAPSHOT_TAG, VOLUME_TAG
 
 
 @dataclass(frozen=True)

@@ -17,11 +17,11 @@ from pathlib import Path
 import pytest
 
 from driver_kit.units import bytes_to_gb_down, bytes_to_gb_up
-from lvm_driver import vg_metadata
-from lvm_driver.executor import LVMCommandError
-from lvm_driver.report_cache import ReportCache, parse_pvs_report, sources_of
-from lvm_driver.report import load_rows
-from lvm_driver.tags import REQUEST_TAG_PREFIX
+from lvm_driver.policy.tags import REQUEST_TAG_PREFIX
+from lvm_driver.read import vg_metadata
+from lvm_driver.read.report import load_rows
+from lvm_driver.read.report_cache import ReportCache, parse_pvs_report, sources_of
+from lvm_driver.run.executor import LVMCommandError
 from tests.functional.conftest import Lab
 from tests.functional.cow_truth import pools_of, vg_truth
 from tests.functional.test_metadata_parse import _capture, _fields, _lvs_report

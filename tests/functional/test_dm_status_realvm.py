@@ -15,7 +15,7 @@ from typing import Iterator
 
 import pytest
 
-from lvm_driver.dm_status import ThinPoolStatus, dm_name, thin_pool_status
+from lvm_driver.read.dm_status import ThinPoolStatus, dm_name, thin_pool_status
 
 pytestmark = pytest.mark.realvm
 MiB = 1024 * 1024

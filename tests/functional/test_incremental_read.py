@@ -7,11 +7,11 @@ from __future__ import annotations
 
 import random
 
-from lvm_driver import vg_metadata
-from lvm_driver.executor import LVMCommandError
-from lvm_driver.report import load_rows, parse_lvs_report
-from lvm_driver.report_cache import ReportCache, parse_pvs_report, sources_of
-from lvm_driver.vg_incremental import IncrementalReader
+from lvm_driver.read import vg_metadata
+from lvm_driver.read.report import load_rows, parse_lvs_report
+from lvm_driver.read.report_cache import ReportCache, parse_pvs_report, sources_of
+from lvm_driver.read.vg_incremental import IncrementalReader
+from lvm_driver.run.executor import LVMCommandError
 
 SEED = 25
 STEPS = 18

@@ -8,7 +8,7 @@ import os
 import signal
 import time
 
-from lvm_driver.executor import REPORT_COMMANDS
+from lvm_driver.run.executor import REPORT_COMMANDS
 
 
 def _is_report(argv: tuple[str, ...]) -> bool:

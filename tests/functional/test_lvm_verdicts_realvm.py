@@ -18,10 +18,11 @@ from collections.abc import Iterator
 
 import pytest
 
-from lvm_driver import lvm_argv, mda
-from lvm_driver.executor import LVMOutputError
-from lvm_driver.report import parse_lvs_report
-from lvm_driver.vg_metadata import MetadataUnsupported
+from lvm_driver.commands import lvm_argv
+from lvm_driver.read import mda
+from lvm_driver.read.report import parse_lvs_report
+from lvm_driver.read.vg_metadata import MetadataUnsupported
+from lvm_driver.run.executor import LVMOutputError
 from tests import lvm_verdicts, metadata_fuzz
 
 pytestmark = pytest.mark.realvm

@@ -17,11 +17,11 @@ from pathlib import Path
 
 import pytest
 
-from lvm_driver import mda, vg_metadata
-from lvm_driver.executor import LVMCommandError
-from lvm_driver.report import VGReport, load_rows, parse_lvs_report
-from lvm_driver.report_cache import PV_CHECK_FIELDS, ReportCache, parse_pvs_report, sources_of
-from lvm_driver.vg_incremental import IncrementalReader
+from lvm_driver.read import mda, vg_metadata
+from lvm_driver.read.report import VGReport, load_rows, parse_lvs_report
+from lvm_driver.read.report_cache import PV_CHECK_FIELDS, ReportCache, parse_pvs_report, sources_of
+from lvm_driver.read.vg_incremental import IncrementalReader
+from lvm_driver.run.executor import LVMCommandError
 
 #: each step: its name, "real" when the simulator does not emulate it, "optional" when
 #: an older LVM may refuse it, then the operator's command ({vg}: the VG)

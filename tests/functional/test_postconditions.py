@@ -10,8 +10,8 @@ import pytest
 from driver_kit import load_backend_config
 from driver_kit.exceptions import BackendError
 from lvm_driver.driver import LVM_OPTS, VOLUME_TAG, ThinLVMDriver
-from lvm_driver.executor import CommandResult, LVMExecutor, ProcessRunner
-from lvm_driver.tags import REQUEST_TAG_PREFIX
+from lvm_driver.policy.tags import REQUEST_TAG_PREFIX
+from lvm_driver.run.executor import CommandResult, LVMExecutor, ProcessRunner
 
 
 class _DropRequestMarkers:

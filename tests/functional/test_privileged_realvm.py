@@ -16,11 +16,11 @@ from pathlib import Path
 import pytest
 
 from driver_kit import load_backend_config, make_conf
-from lvm_driver import mda
 from lvm_driver.driver import LVM_OPTS, ThinLVMDriver
-from lvm_driver.executor import LVMExecutor
 from lvm_driver.privileged import PrivilegeRefused, devices
 from lvm_driver.privsep_runner import PrivsepRunner, forget_helper
+from lvm_driver.read import mda
+from lvm_driver.run.executor import LVMExecutor
 
 pytestmark = pytest.mark.realvm
 REPO = Path(__file__).resolve().parents[2]

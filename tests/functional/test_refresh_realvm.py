@@ -9,7 +9,7 @@ from typing import Any, Callable
 import pytest
 
 from driver_kit import GiB
-from lvm_driver.tags import VOLUME_TAG
+from lvm_driver.policy.tags import VOLUME_TAG
 
 MiB = 1024 ** 2
 

@@ -7,8 +7,8 @@ import time
 
 import pytest
 
-from lvm_driver import config_text
-from lvm_driver.config_text import ConfigTextError, parse_config
+from lvm_driver.read import config_text
+from lvm_driver.read.config_text import ConfigTextError, parse_config
 
 #: malformed runs that made the statement reader search ahead from every position
 HOSTILE = {

@@ -18,10 +18,10 @@ from driver_kit import BackendUnavailable, GiB, PoolFacts
 from driver_kit.exceptions import InvalidInput
 from driver_kit.stats import build_pool_stats
 from driver_kit.units import MAX_CAPACITY_BYTES, bytes_to_gb_down, bytes_to_gb_up
-from lvm_driver.executor import LVMOutputError
-from lvm_driver.pool_facts import implausible, pool_facts
-from lvm_driver.report import parse_lvs_report
-from lvm_driver.vg_metadata import MetadataUnsupported, report_from_text
+from lvm_driver.policy.pool_facts import implausible, pool_facts
+from lvm_driver.read.report import parse_lvs_report
+from lvm_driver.read.vg_metadata import MetadataUnsupported, report_from_text
+from lvm_driver.run.executor import LVMOutputError
 from tests.unit.test_data_safety import make, report_rows, serve_report
 from tests.unit.test_lvm_driver import sim  # noqa: F401 - the fixture: a 10 GiB pool
 

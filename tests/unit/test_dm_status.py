@@ -17,8 +17,8 @@ import struct
 import pytest
 
 from driver_kit.exceptions import InvalidName
-from lvm_driver import dm_status
-from lvm_driver.dm_status import (
+from lvm_driver.read import dm_status
+from lvm_driver.read.dm_status import (
     DM_TABLE_STATUS, DeviceMapperError, ThinPoolStatus, dm_name, lvs_percent,
     parse_thin_pool_status, thin_pool_status,
 )

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from driver_kit.exceptions import AlreadyExists, BackendError, BackendTimeout, NotFound
-from lvm_driver.executor import (
+from lvm_driver.run.executor import (
     CommandResult, LVMAlreadyExistsError, LVMCommandError, LVMError, LVMExecutor,
     LVMNotFoundError, LVMTimeoutError, LVMVolumeGroupNotFoundError, ProcessRunner,
 )

@@ -14,11 +14,27 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
 PACKAGES = ("driver_kit", "lvm_driver", "contrib")
-#: front ends nothing else may import
-TOP = ("driver_kit.cli",)
+#: front ends nothing else may import, each with the one module that starts it
+TOP = {"driver_kit.console": frozenset(), "driver_kit.cli": frozenset({"driver_kit.console"})}
 #: circles closed by a lazy import in driver_kit/compliance/checks.py, which takes
 #: the spec loader from the runner rather than from driver_kit.compliance.spec
 KNOWN_CIRCLES = {frozenset({"driver_kit.compliance.checks", "driver_kit.compliance.runner"})}
+#: lvm_driver's subpackages by concern (docs/architecture.md), bottom first, each with
+#: the others it may import: the read path never reaches the commands or the policy
+LVM_DRIVER_GROUPS = {
+    "run": set(),
+    "read": {"run"},
+    "commands": {"run", "read"},
+    "policy": {"run", "read", "commands"},
+    "compliance": {"run", "commands", "policy"},
+    "simulator": {"run", "read"},
+    # the daemon checks names, builds argv, reads headers, refuses LVs the driver does
+    # not own (policy.tags) and serves a simulated backend's state file too
+    "privileged": {"run", "read", "commands", "policy", "simulator"},
+}
+#: lvm_driver's top-level modules: its face, the paths configs name, the composition
+LVM_DRIVER_TOP = {"lvm_driver", "lvm_driver.driver", "lvm_driver.backends",
+                  "lvm_driver.privsep_runner", "lvm_driver.demo"}
 
 
 def _modules() -> dict[str, Path]:
@@ -91,7 +107,7 @@ def test_no_import_circles() -> None:
 
 def test_nothing_imports_the_command_line() -> None:
     importers = sorted(f"{name} imports {top}" for name, targets in _graph().items()
-                       for top in TOP if top in targets)
+                       for top, starter in TOP.items() if top in targets and name not in starter)
     assert importers == []
 
 
@@ -99,6 +115,56 @@ def test_the_driver_does_not_know_it_may_be_simulated() -> None:
     """Only the composition (lvm_driver.backends, front ends, tests) picks the simulator."""
     assert "lvm_driver.simulator" not in _graph()["lvm_driver.driver"]
     assert "lvm_driver.simulator" in _graph()["lvm_driver.backends"]
+
+
+def _group(module: str) -> str:
+    """The subpackage of ``lvm_driver`` a module belongs to, or the top-level module itself."""
+    parts = module.split(".")
+    if len(parts) > 2 or (len(parts) == 2 and parts[1] in LVM_DRIVER_GROUPS):
+        return parts[1]
+    return module
+
+
+def _external_imports(path: Path) -> set[str]:
+    """The top-level names of what a module imports from outside the project."""
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            found.update(alias.name.partition(".")[0] for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and not node.level and node.module:
+            found.add(node.module.partition(".")[0])
+    return found - set(PACKAGES)
+
+
+def test_lvm_driver_is_grouped_by_concern() -> None:
+    """Every module sits in a subpackage of the table, but the face and the composition."""
+    modules = [name for name in _graph() if name.startswith("lvm_driver")]
+    loose = sorted(name for name in modules
+                   if name not in LVM_DRIVER_TOP and _group(name) not in LVM_DRIVER_GROUPS)
+    assert loose == [], f"modules outside the groups of docs/architecture.md: {loose}"
+    assert {_group(name) for name in modules} >= LVM_DRIVER_GROUPS.keys()
+    graphlib.TopologicalSorter(LVM_DRIVER_GROUPS).prepare()  # the groups form no circle
+
+
+def test_each_group_imports_only_the_groups_below_it() -> None:
+    crossings = sorted(
+        f"{name} imports {target}"
+        for name, targets in _graph().items() if _group(name) in LVM_DRIVER_GROUPS
+        for target in targets if target.startswith("lvm_driver.")
+        and _group(target) not in LVM_DRIVER_GROUPS[_group(name)] | {_group(name)})
+    assert crossings == []
+
+
+def test_only_the_privsep_runner_reaches_the_privileged_daemon() -> None:
+    """Root is one narrow door: the daemon's own package and its one client."""
+    graph, modules = _graph(), _modules()
+    clients = sorted(name for name, targets in graph.items()
+                     if not name.startswith("lvm_driver.privileged")
+                     and any(t.startswith("lvm_driver.privileged") for t in targets))
+    assert clients == ["lvm_driver.privsep_runner"]
+    privsep_users = sorted(name for name, path in modules.items()
+                           if "oslo_privsep" in _external_imports(path))
+    assert privsep_users == ["lvm_driver.privileged"]
 
 
 def test_running_the_simulator_module_prints_no_warning() -> None:

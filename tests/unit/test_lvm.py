@@ -10,16 +10,16 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from driver_kit.exceptions import InvalidInput, InvalidName, InvalidSize, NotFound
-from lvm_driver.executor import (
-    CommandResult, LVMCommandError, LVMExecutor, LVMOutputError,
-    LVMVolumeGroupNotFoundError,
-)
-from lvm_driver.lvm import (
+from lvm_driver.commands.lvm import (
     NAME_MAX_LENGTH, REPORT_FIELDS, LogicalVolume, LVAttr, VGInfo, VolumeGroup,
     parse_lvs_report, parse_vgs_report, size_argument, validate_lv_name, validate_tag,
     validate_vg_name,
 )
-from lvm_driver.report_cache import CacheStats, DeviceSources
+from lvm_driver.read.report_cache import CacheStats, DeviceSources
+from lvm_driver.run.executor import (
+    CommandResult, LVMCommandError, LVMExecutor, LVMOutputError,
+    LVMVolumeGroupNotFoundError,
+)
 
 DATA = Path(__file__).parent / "data" / "lvm"
 MiB = 1024 ** 2

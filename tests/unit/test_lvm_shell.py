@@ -1,4 +1,4 @@
-"""The read session: LVM's reports through one long-lived lvm shell (lvm_driver.shell).
+"""The read session: LVM's reports through one long-lived lvm shell (lvm_driver.run.shell).
 
 Most tests run the real ``LVMShell`` against the simulator's shell mode
 (``python -m lvm_driver.simulator --state FILE lvm``, a process of its own);
@@ -21,10 +21,10 @@ from pathlib import Path
 import pytest
 
 from driver_kit import GiB
-from lvm_driver.executor import (CommandResult, LVMExecutor, LVMNotFoundError,
+from lvm_driver.commands.lvm import VolumeGroup
+from lvm_driver.run.executor import (CommandResult, LVMExecutor, LVMNotFoundError,
                                  LVMTimeoutError, LVMVolumeGroupNotFoundError, ProcessRunner)
-from lvm_driver.lvm import VolumeGroup
-from lvm_driver.shell import SHELL_SETTINGS, shell_config_dir
+from lvm_driver.run.shell import SHELL_SETTINGS, shell_config_dir
 from lvm_driver.simulator import LVMSimulator
 from lvm_driver.simulator.shell_mode import document
 
@@ -254,7 +254,7 @@ class TestProtocolFaults:
         runner = ScriptedShellRunner(sim, argv=[sys.executable, "-c", "import sys; sys.exit(3)"])
         executor = LVMExecutor(runner=runner, read_session=True, timeout_s=30)
         executor.session.retry_s = 0  # every read tries again (and fails again)
-        caplog.set_level(logging.WARNING, logger="lvm_driver.shell")
+        caplog.set_level(logging.WARNING, logger="lvm_driver.run.shell")
         try:
             for _ in range(3):
                 assert "volume-a" in _report(executor).stdout

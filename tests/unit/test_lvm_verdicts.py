@@ -7,9 +7,9 @@ from __future__ import annotations
 
 import pytest
 
-from lvm_driver.executor import LVMOutputError
-from lvm_driver.report import VGReport, parse_lvs_report
-from lvm_driver.vg_metadata import MetadataUnsupported
+from lvm_driver.read.report import VGReport, parse_lvs_report
+from lvm_driver.read.vg_metadata import MetadataUnsupported
+from lvm_driver.run.executor import LVMOutputError
 from tests.lvm_verdicts import BASE_VG, CASES, case_text, load_verdicts, read_from_pv
 
 VERDICTS = load_verdicts()

@@ -7,7 +7,7 @@ import pytest
 
 from driver_kit import (AlreadyExists, GiB, InvalidInput, SnapshotNotFound, VolumeBusy,
                         VolumeNotFound)
-from lvm_driver.executor import LVMCommandError
+from lvm_driver.run.executor import LVMCommandError
 from tests.unit.test_lvm_driver import make, names, sim  # noqa: F401 - the fixture
 
 

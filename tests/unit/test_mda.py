@@ -10,10 +10,10 @@ import subprocess
 
 import pytest
 
-from lvm_driver import mda
-from lvm_driver.executor import LVMExecutor
-from lvm_driver.lvm import VolumeGroup
-from lvm_driver.report_cache import DeviceSources, parse_pvs_report
+from lvm_driver.commands.lvm import VolumeGroup
+from lvm_driver.read import mda
+from lvm_driver.read.report_cache import DeviceSources, parse_pvs_report
+from lvm_driver.run.executor import LVMExecutor
 from lvm_driver.simulator.pv_headers import MDA_OFFSET, label_sector, mda_header
 
 UUID = "abcdef-ghij-klmn-opqr-stuv-wxyz-012345"

@@ -16,8 +16,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from lvm_driver import mda
-from lvm_driver.report_cache import DeviceSources, ReportCache
+from lvm_driver.read import mda
+from lvm_driver.read.report_cache import DeviceSources, ReportCache
 from lvm_driver.simulator.pv_headers import MDA_OFFSET, label_sector
 from tests.unit.test_lvm_driver import make, sim  # noqa: F401 - sim: the 10 GiB pool fixture
 from tests.unit.test_report_cache import operator

@@ -15,8 +15,8 @@ from driver_kit.config import DEFAULT_OPTS, KIT_OPTS, make_conf
 from driver_kit.exceptions import CoordinationError
 from driver_kit.loading import load_driver
 from lvm_driver.driver import LVM_OPTS, ThinLVMDriver
-from lvm_driver.executor import ProcessRunner
 from lvm_driver.privsep_runner import PrivsepRunner, forget_helper
+from lvm_driver.run.executor import ProcessRunner
 from lvm_driver.simulator import LVMSimulator
 
 

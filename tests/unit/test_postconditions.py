@@ -3,29 +3,11 @@ request marker is on the LV; a success that cannot be this request's is a failur
 
 import pytest
 
-from driver_kit import AlreadyExists, GiB, load_backend_config
+from driver_kit import AlreadyExists
 from driver_kit.exceptions import BackendError
-from lvm_driver.driver import LVM_OPTS, VOLUME_TAG, ThinLVMDriver
-from lvm_driver.simulator import LVMSimulator
-from lvm_driver.tags import REQUEST_TAG_PREFIX
-
-
-@pytest.fixture
-def sim(tmp_path):
-    simulator = LVMSimulator(state_file=str(tmp_path / "state.json"))
-    simulator.create_vg("dkvg", 12 * GiB)
-    simulator.run(["lvcreate", "-T", "-L", "10g", "dkvg/pool"])
-    return simulator
-
-
-def make(tmp_path, **extra):
-    overrides = {"lvm_backend": "simulator", "lvm_simulator_state_file":
-                 str(tmp_path / "state.json"), "volume_group": "dkvg",
-                 "lvm_thin_pool_name": "pool", "lock_path": str(tmp_path / "locks"),
-                 "lvm_command_timeout": 5.0, **extra}
-    driver = ThinLVMDriver(load_backend_config(extra_opts=LVM_OPTS, overrides=overrides))
-    driver.do_setup()
-    return driver
+from lvm_driver.driver import VOLUME_TAG
+from lvm_driver.policy.tags import REQUEST_TAG_PREFIX
+from tests.unit.test_lvm_driver import make, sim  # noqa: F401 - sim: the 10 GiB pool fixture
 
 
 def lvs(sim):

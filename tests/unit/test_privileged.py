@@ -11,11 +11,12 @@ import os
 import pytest
 
 from driver_kit import GiB
-from lvm_driver import lvm_argv, mda
-from lvm_driver.executor import LVMAlreadyExistsError, LVMExecutor, LVMNotFoundError
-from lvm_driver.lvm import VolumeGroup
+from lvm_driver.commands import lvm_argv
+from lvm_driver.commands.lvm import VolumeGroup
 from lvm_driver.privileged import PrivilegeRefused, commands, devices
 from lvm_driver.privsep_runner import PrivsepRunner
+from lvm_driver.read import mda
+from lvm_driver.run.executor import LVMAlreadyExistsError, LVMExecutor, LVMNotFoundError
 from tests.unit.privsep_lab import POOL, SECTION, VG, close_lab, make_lab
 
 

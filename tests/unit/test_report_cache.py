@@ -11,12 +11,13 @@ import sys
 import pytest
 
 from driver_kit import GiB, validate_stats
-from lvm_driver import mda, pool_facts
-from lvm_driver.executor import LVMError
-from lvm_driver.lvm import VolumeGroup
-from lvm_driver.report_cache import DeviceSources, PoolStatusError, sources_of
+from lvm_driver.commands.lvm import VolumeGroup
+from lvm_driver.policy import pool_facts
+from lvm_driver.policy.tags import VOLUME_TAG
+from lvm_driver.read import mda
+from lvm_driver.read.report_cache import DeviceSources, PoolStatusError, sources_of
+from lvm_driver.run.executor import LVMError
 from lvm_driver.simulator import LVMSimulator
-from lvm_driver.tags import VOLUME_TAG
 from tests.unit.test_lvm_driver import make, sim  # noqa: F401 - sim: the 10 GiB pool fixture
 
 MiB = 1024 ** 2

@@ -11,7 +11,7 @@ import pytest
 from oslo_rootwrap import filters as rootwrap_filters
 from oslo_rootwrap import wrapper
 
-from lvm_driver import lvm_argv
+from lvm_driver.commands import lvm_argv
 from lvm_driver.privileged import CONTEXT_NAME
 from tests.command_recorder import RECORDED
 

@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 
 from driver_kit.exceptions import AlreadyExists, BackendTimeout, NotFound
-from lvm_driver.executor import LVMCommandError, LVMOutputError, LVMTimeoutError
-from lvm_driver.lvm import VolumeGroup
+from lvm_driver.commands.lvm import VolumeGroup
+from lvm_driver.run.executor import LVMCommandError, LVMOutputError, LVMTimeoutError
 from lvm_driver.simulator import LVMSimulator, SimulatorError, main
 
 DATA = Path(__file__).parent / "data" / "lvm"
@@ -22,7 +22,7 @@ GiB = 1024 ** 3
 VM_VG_SIZE = 4290772992  # the VM lane's VG: a 4 GiB loop device, 1023 extents
 _UUID = re.compile(r'"(lv|vg)_uuid":"[^"]*"')
 
-# Real LVM 2.03.16 in the VM lane, driven through lvm_driver.lvm.VolumeGroup on
+# Real LVM 2.03.16 in the VM lane, driven through lvm_driver.commands.lvm.VolumeGroup on
 # an empty VG of VM_VG_SIZE; 10 MiB were written to vol1 right after its
 # creation. (argv, exit code, stdout, stderr), in order.
 REAL_TRANSCRIPT: list[tuple[list[str], int, str, str]] = [

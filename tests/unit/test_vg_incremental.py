@@ -17,14 +17,14 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from lvm_driver import mda
-from lvm_driver.executor import LVMCommandError
-from lvm_driver.pool_facts import implausible, pool_facts
-from lvm_driver.report import parse_lvs_report
-from lvm_driver.report_cache import ReportCache, parse_pvs_report, sources_of
+from lvm_driver.policy.pool_facts import implausible, pool_facts
+from lvm_driver.read import mda
+from lvm_driver.read.report import parse_lvs_report
+from lvm_driver.read.report_cache import ReportCache, parse_pvs_report, sources_of
+from lvm_driver.read.vg_incremental import IncrementalReader
+from lvm_driver.read.vg_metadata import MetadataUnsupported, report_from_text
+from lvm_driver.run.executor import LVMCommandError
 from lvm_driver.simulator import LVMSimulator
-from lvm_driver.vg_incremental import IncrementalReader
-from lvm_driver.vg_metadata import MetadataUnsupported, report_from_text
 from tests.benchmarks import vgmeta
 
 GiB = 1024 ** 3
@@ -143,7 +143,7 @@ def test_a_thin_change_parses_only_what_changed(op, monkeypatch):
     changed = _apply(layout, op)
     text = _flush_left(vgmeta.metadata_text(changed))
     parsed = []
-    from lvm_driver import vg_incremental
+    from lvm_driver.read import vg_incremental
     real_parse = vg_incremental.parse_text
     monkeypatch.setattr(vg_incremental, "parse_text",
                         lambda chunk: parsed.append(len(chunk)) or real_parse(chunk))

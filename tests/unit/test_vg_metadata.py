@@ -10,11 +10,11 @@ from pathlib import Path
 
 import pytest
 
-from lvm_driver import config_text, mda, vg_metadata
-from lvm_driver.config_text import ConfigTextError, parse_config
-from lvm_driver.report import parse_lvs_report
+from lvm_driver.read import config_text, mda, vg_metadata
+from lvm_driver.read.config_text import ConfigTextError, parse_config
+from lvm_driver.read.report import parse_lvs_report
+from lvm_driver.read.vg_metadata import MetadataUnsupported, report_from_text
 from lvm_driver.simulator.pv_headers import MDA_OFFSET, label_sector
-from lvm_driver.vg_metadata import MetadataUnsupported, report_from_text
 from tests.benchmarks import vgmeta
 
 CAPTURED = Path(__file__).parent / "data" / "vg_metadata"

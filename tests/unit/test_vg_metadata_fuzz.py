@@ -9,11 +9,11 @@ from __future__ import annotations
 
 import random
 
-from lvm_driver import config_text
-from lvm_driver.config_text import ConfigTextError
-from lvm_driver.pool_facts import implausible
-from lvm_driver.report import VGReport
-from lvm_driver.vg_metadata import MetadataUnsupported
+from lvm_driver.policy.pool_facts import implausible
+from lvm_driver.read import config_text
+from lvm_driver.read.config_text import ConfigTextError
+from lvm_driver.read.report import VGReport
+from lvm_driver.read.vg_metadata import MetadataUnsupported
 from tests import metadata_fuzz
 from tests.lvm_verdicts import read_from_pv
 

@@ -16,8 +16,8 @@ from dataclasses import dataclass
 from typing import Final
 
 from driver_kit import PoolFacts
-from lvm_driver.report import LogicalVolume, VGReport
-from lvm_driver.tags import SNAPSHOT_TAG, VOLUME_TAG
+from lvm_driver.policy.tags import SNAPSHOT_TAG, VOLUME_TAG
+from lvm_driver.read.report import LogicalVolume, VGReport
 
 __all__ = ["implausible", "is_snapshot", "thin_pool_usage", "thick_space", "pool_facts",
            "pools_down"]

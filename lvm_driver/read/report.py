@@ -21,8 +21,8 @@ from typing import Any, Final, NamedTuple, TypeAlias, TypeVar
 
 from driver_kit.exceptions import NotFound
 
-from lvm_driver.executor import LVMOutputError
-from lvm_driver.lv_attr import LVAttr
+from lvm_driver.read.lv_attr import LVAttr
+from lvm_driver.run.executor import LVMOutputError
 
 # ---------------------------------------------------------------------------
 # Records

@@ -1,6 +1,6 @@
 """The read path's reuse of the last full report while the VG's metadata is unchanged.
 
-Before each report, the VG's metadata fingerprint (``lvm_driver.mda``: each PV's
+Before each report, the VG's metadata fingerprint (``lvm_driver.read.mda``: each PV's
 label and metadata-area headers, one small read per PV) is read; when it equals
 the one read just before the last report kept, that report's LVs are reused,
 with no LVM process. Otherwise (a miss) the report is built from the metadata
@@ -30,10 +30,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from lvm_driver import mda, vg_metadata
-from lvm_driver.vg_incremental import IncrementalReader
-from lvm_driver.executor import LVMError, LVMExecutor
-from lvm_driver.report import LogicalVolume, VGReport, load_rows
+from lvm_driver.read import mda, vg_metadata
+from lvm_driver.read.report import LogicalVolume, VGReport, load_rows
+from lvm_driver.read.vg_incremental import IncrementalReader
+from lvm_driver.run.executor import LVMError, LVMExecutor
 
 LOG = logging.getLogger(__name__)
 
@@ -59,7 +59,7 @@ class PoolStatus(Protocol):
 
 
 def _kernel_thin_pool_status(vg_name: str, pool_name: str) -> PoolStatus | None:
-    from lvm_driver import dm_status  # the kernel's answer; imported where it is used
+    from lvm_driver.read import dm_status  # the kernel's answer; imported where it is used
     return dm_status.thin_pool_status(vg_name, pool_name)
 
 

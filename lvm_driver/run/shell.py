@@ -38,7 +38,7 @@ from typing import Final
 
 import psutil
 
-from lvm_driver.command import CommandResult, LVMError, LVMTimeoutError
+from lvm_driver.run.command import CommandResult, LVMError, LVMTimeoutError
 
 __all__ = ["LVMShell", "ShellError", "ShellStart", "shell_config_dir",
            "passable", "SHELL_SETTINGS"]

@@ -14,9 +14,9 @@ from typing import Any
 
 from driver_kit import GiB
 from driver_kit.compliance import BackendTruth, ComplianceHooks, PoolTruth, VolumeTruth
-from lvm_driver.executor import LVMError
-from lvm_driver.lvm import VGReport, VolumeGroup
-from lvm_driver.pool_facts import is_snapshot, thick_space, thin_pool_usage
+from lvm_driver.commands.lvm import VGReport, VolumeGroup
+from lvm_driver.policy.pool_facts import is_snapshot, thick_space, thin_pool_usage
+from lvm_driver.run.executor import LVMError
 
 #: the hooks take the ThinLVMDriver being certified (not imported: the driver module
 #: imports this one)

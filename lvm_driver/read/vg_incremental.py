@@ -27,8 +27,8 @@ from dataclasses import dataclass
 from itertools import accumulate
 from typing import Any, Final
 
-from lvm_driver.report import LogicalVolume, VGReport, gc_paused
-from lvm_driver.vg_metadata import (Links, LVSection, MetadataUnsupported, VGFacts,
+from lvm_driver.read.report import LogicalVolume, VGReport, gc_paused
+from lvm_driver.read.vg_metadata import (Links, LVSection, MetadataUnsupported, VGFacts,
                                     assemble, check_thin_links, decode_text, lv_row,
                                     lv_sections, parse_text, vg_facts)
 

@@ -29,8 +29,8 @@ from driver_kit import (AlreadyExists, InvalidInput, NotFound, SnapshotNotFound,
                         VolumeInfo, VolumeNotFound, VolumeRecord)
 from driver_kit.driver import provisioning_type
 from driver_kit.units import GiB
-from lvm_driver.lvm import LogicalVolume, VGReport
-from lvm_driver.tags import REQUEST_TAG_PREFIX, SNAPSHOT_TAG, VOLUME_TAG
+from lvm_driver.commands.lvm import LogicalVolume, VGReport
+from lvm_driver.policy.tags import REQUEST_TAG_PREFIX, SNAPSHOT_TAG, VOLUME_TAG
 
 LOG = logging.getLogger(__name__)
 

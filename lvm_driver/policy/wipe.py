@@ -14,8 +14,8 @@ import logging
 from oslo_config import cfg
 
 from driver_kit import BackendConfig
-from lvm_driver.lvm import VolumeGroup
-from lvm_driver.report import LogicalVolume
+from lvm_driver.commands.lvm import VolumeGroup
+from lvm_driver.read.report import LogicalVolume
 
 __all__ = ["WIPE_OPTS", "WIPE_MIN_BYTES_PER_S", "wipe_thick"]
 

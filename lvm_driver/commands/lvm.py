@@ -1,14 +1,14 @@
 """A brick-style wrapper of one LVM volume group: its commands.
 
 A read of the VG's state (``VolumeGroup.report``) is reused while the VG's
-metadata is unchanged (``lvm_driver.report_cache``), else built from the VG's
-metadata text (``lvm_driver.vg_metadata``, when ``parse_metadata``) or from one
-``lvs`` (through the lvm shell where there is one, ``lvm_driver.read_session``),
-which ``lvm_driver.report`` parses into typed, immutable records; every change is
+metadata is unchanged (``lvm_driver.read.report_cache``), else built from the VG's
+metadata text (``lvm_driver.read.vg_metadata``, when ``parse_metadata``) or from one
+``lvs`` (through the lvm shell where there is one, ``lvm_driver.run.read_session``),
+which ``lvm_driver.read.report`` parses into typed, immutable records; every change is
 one LVM process with an argv list. Names, tags and sizes are validated
-(``lvm_driver.names``) before any process starts. Policy (which pool, how much
+(``lvm_driver.run.names``) before any process starts. Policy (which pool, how much
 room, what a name means) belongs to the driver on top, not here. The names
-of the report and the naming rules are re-exported, so ``lvm_driver.lvm`` stays
+of the report and the naming rules are re-exported, so ``lvm_driver.commands.lvm`` stays
 the one import for users of the wrapper.
 """
 
@@ -19,21 +19,21 @@ from typing import Any, Final
 
 from driver_kit.exceptions import InvalidInput
 
-from lvm_driver.executor import (
+from lvm_driver.commands import lvm_argv
+from lvm_driver.read.mda import Fingerprint
+from lvm_driver.read.report import (REPORT_FIELDS, VG_FIELDS, LogicalVolume, LVAttr,
+                               LVNotFoundError, VGInfo, VGReport, gc_paused, load_rows,
+                               lvs_from_rows, parse_lvs_report, parse_vgs_report,
+                               report_from_rows)
+from lvm_driver.read.report_cache import (CacheStats, DeviceSources, ReportCache,
+                                     parse_pvs_report, sources_of, with_pool_usage)
+from lvm_driver.run.executor import (
     LVMAlreadyExistsError, LVMCommandError, LVMError, LVMExecutor,
     LVMNotFoundError, LVMOutputError, LVMTimeoutError,
     LVMVolumeGroupNotFoundError,
 )
-from lvm_driver import lvm_argv
-from lvm_driver.names import (NAME_MAX_LENGTH, size_argument, validate_lv_name,
+from lvm_driver.run.names import (NAME_MAX_LENGTH, size_argument, validate_lv_name,
                               validate_tag, validate_vg_name)
-from lvm_driver.report import (REPORT_FIELDS, VG_FIELDS, LogicalVolume, LVAttr,
-                               LVNotFoundError, VGInfo, VGReport, gc_paused, load_rows,
-                               lvs_from_rows, parse_lvs_report, parse_vgs_report,
-                               report_from_rows)
-from lvm_driver.mda import Fingerprint
-from lvm_driver.report_cache import (CacheStats, DeviceSources, ReportCache,
-                                     parse_pvs_report, sources_of, with_pool_usage)
 
 __all__ = [
     "VolumeGroup", "VGReport", "VGInfo", "LogicalVolume", "LVAttr",

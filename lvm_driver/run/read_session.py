@@ -9,8 +9,8 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 
-from lvm_driver.command import CommandResult
-from lvm_driver.shell import LVMShell, ShellError, ShellStart, passable
+from lvm_driver.run.command import CommandResult
+from lvm_driver.run.shell import LVMShell, ShellError, ShellStart, passable
 
 __all__ = ["ReadSession"]
 

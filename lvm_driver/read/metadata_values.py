@@ -10,7 +10,7 @@ import re
 from collections.abc import Iterable
 from typing import Any, Final
 
-from lvm_driver.names import NAME_MAX_LENGTH
+from lvm_driver.run.names import NAME_MAX_LENGTH
 
 __all__ = ["MetadataUnsupported", "MAX_UINT32", "MAX_UINT64", "MAX_EXTENT_SECTORS", "ID",
            "NAME", "TAG", "is_count", "SEGMENT_CHECKS", "tags_of", "check_text_start",

@@ -35,8 +35,8 @@ from typing import Final, TypeAlias
 
 from driver_kit.exceptions import AlreadyExists, NotFound
 
-from lvm_driver.command import CommandResult, LVMError, LVMTimeoutError
-from lvm_driver.command import quote as _quote
+from lvm_driver.run.command import CommandResult, LVMError, LVMTimeoutError
+from lvm_driver.run.command import quote as _quote
 
 __all__ = [
     "CommandResult", "Runner", "ProcessRunner", "LVMExecutor",
@@ -174,7 +174,7 @@ class ProcessRunner:
         return CommandResult(argv, code, os.fsdecode(stdout), os.fsdecode(stderr))
 
     def shell_command(self, env: dict[str, str]) -> tuple[list[str], bool]:
-        """How to start an lvm shell (``lvm_driver.shell``) with ``env``: its argv, and
+        """How to start an lvm shell (``lvm_driver.run.shell``) with ``env``: its argv, and
         whether an inherited descriptor reaches it (always, started directly)."""
         return ["lvm"], True
 
@@ -195,7 +195,7 @@ class LVMExecutor:
     included), so tests can assert how many LVM processes an operation costs.
 
     ``read_session``: LVM's reports (``REPORT_COMMANDS``) run in one long-lived
-    lvm shell (``lvm_driver.shell``) when the runner offers one
+    lvm shell (``lvm_driver.run.shell``) when the runner offers one
     (``runner.shell_command``), a new one after every ``session_max_commands``;
     its start counts as one process, the reports it answers as
     ``shell_commands_run``. Writes always start their own process.
@@ -235,7 +235,7 @@ class LVMExecutor:
                     session_max_commands, int) or session_max_commands < 1:
                 raise ValueError("session_max_commands must be an int >= 1, got "
                                  f"{session_max_commands!r}")
-            from lvm_driver.read_session import ReadSession  # loaded only when used
+            from lvm_driver.run.read_session import ReadSession  # loaded only when used
             system_dir = lvm_system_dir or os.environ.get("LVM_SYSTEM_DIR") or "/etc/lvm"
             self._session = ReadSession(start, system_dir, on_start=self._started,
                                         max_commands=session_max_commands)
@@ -253,7 +253,7 @@ class LVMExecutor:
         return self._session.commands_run if self._session is not None else 0
 
     @property
-    def session(self):  # -> lvm_driver.shell.ReadSession | None
+    def session(self):  # -> lvm_driver.run.shell.ReadSession | None
         """The read session (None when reports start their own process)."""
         return self._session
 

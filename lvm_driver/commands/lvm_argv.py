@@ -1,12 +1,12 @@
 """The argv of every LVM command the driver issues, built in one place.
 
-``VolumeGroup`` (``lvm_driver.lvm``) runs them itself as root; the privileged
+``VolumeGroup`` (``lvm_driver.commands.lvm``) runs them itself as root; the privileged
 daemon (``lvm_driver.privileged``) builds the very same ones from arguments it
 validated and a VG it read from root-owned configuration. ``parse`` maps an
 argv back to its operation and arguments (what the daemon's client,
 ``lvm_driver.privsep_runner``, sends), and only accepts an argv that the
 builder gives back exactly. Names, tags and sizes are validated here
-(``lvm_driver.names``) on both sides.
+(``lvm_driver.run.names``) on both sides.
 """
 
 from __future__ import annotations
@@ -14,10 +14,10 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any, Final
 
-from lvm_driver.names import (size_argument, validate_lv_name, validate_tag,
+from lvm_driver.read.report import REPORT_FIELDS, VG_FIELDS
+from lvm_driver.read.report_cache import PV_CHECK_FIELDS, PV_FIELDS
+from lvm_driver.run.names import (size_argument, validate_lv_name, validate_tag,
                               validate_vg_name)
-from lvm_driver.report import REPORT_FIELDS, VG_FIELDS
-from lvm_driver.report_cache import PV_CHECK_FIELDS, PV_FIELDS
 
 __all__ = ["BUILDERS", "WRITES", "READS", "parse", "report", "live_report", "vg_report",
            "pv_report", "lvm_query", "create_thin_pool", "create_thin", "create_thick",

@@ -1,6 +1,6 @@
 """What every LVM command gives back and the errors shared by its runners: the
-executor's (``lvm_driver.executor``) and the read session's (``lvm_driver.shell``).
-Re-exported by ``lvm_driver.executor``, the one import for users."""
+executor's (``lvm_driver.run.executor``) and the read session's (``lvm_driver.run.shell``).
+Re-exported by ``lvm_driver.run.executor``, the one import for users."""
 
 from __future__ import annotations
 

@@ -1,11 +1,11 @@
 """``LVAttr``: the 10 characters of an LV's ``lv_attr`` decoded once into a typed record
-(re-exported by ``lvm_driver.report``)."""
+(re-exported by ``lvm_driver.read.report``)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from lvm_driver.executor import LVMOutputError
+from lvm_driver.run.executor import LVMOutputError
 
 __all__ = ["LVAttr"]
 

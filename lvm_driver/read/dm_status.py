@@ -16,7 +16,7 @@ import struct
 from dataclasses import dataclass
 from typing import Final
 
-from lvm_driver.names import validate_lv_name, validate_vg_name
+from lvm_driver.run.names import validate_lv_name, validate_vg_name
 
 #: the device-mapper control node every dm ioctl goes through
 CONTROL_PATH = "/dev/mapper/control"

@@ -4,7 +4,7 @@ report read by this project's LVM reader, never Cinder's code.
 
     driver-kit check --cinder-driver cinder.volume.drivers.lvm.LVMVolumeDriver \\
         --cinder-config /etc/cinder/cinder.conf --backend lvm \\
-        --hooks lvm_driver.cinder_hooks:COMPLIANCE_HOOKS
+        --hooks lvm_driver.compliance.cinder_hooks:COMPLIANCE_HOOKS
 
 Each hook gets the harness's ``CinderDriver``; the volume group and thin pool are
 those Cinder's driver uses (``volume_group``, and ``<volume_group>-pool``, the pool
@@ -18,9 +18,9 @@ from typing import Any, Callable
 
 from driver_kit import GiB
 from driver_kit.compliance import BackendTruth, ComplianceHooks, PoolTruth, VolumeTruth
-from lvm_driver.executor import LVMExecutor
-from lvm_driver.lvm import VolumeGroup
-from lvm_driver.pool_facts import thin_pool_usage
+from lvm_driver.commands.lvm import VolumeGroup
+from lvm_driver.policy.pool_facts import thin_pool_usage
+from lvm_driver.run.executor import LVMExecutor
 
 __all__ = ["COMPLIANCE_HOOKS", "cinder_lvm_hooks"]
 

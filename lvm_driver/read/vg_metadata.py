@@ -28,13 +28,13 @@ from collections.abc import Callable, Collection
 from dataclasses import dataclass
 from typing import Any, Final
 
-from lvm_driver import mda
-from lvm_driver.config_text import ConfigTextError, parse_config
-from lvm_driver.metadata_values import (ID, MAX_EXTENT_SECTORS, MAX_UINT32, MAX_UINT64, NAME,
+from lvm_driver.read import mda
+from lvm_driver.read.config_text import ConfigTextError, parse_config
+from lvm_driver.read.metadata_values import (ID, MAX_EXTENT_SECTORS, MAX_UINT32, MAX_UINT64, NAME,
                                         SEGMENT_CHECKS, MetadataUnsupported, check_extents,
                                         check_text_start, check_unique_ids, is_count,
                                         tags_of)
-from lvm_driver.report import LogicalVolume, LVAttr, VGReport, gc_paused
+from lvm_driver.read.report import LogicalVolume, LVAttr, VGReport, gc_paused
 
 __all__ = ["MetadataUnsupported", "report_from_text", "report_from_pvs", "parse_text",
            "VGFacts", "vg_facts", "LVSection", "lv_sections", "Links", "Assembly",
