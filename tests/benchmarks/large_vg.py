@@ -36,7 +36,7 @@ import sys
 import time
 from typing import Any
 
-from lvm_driver import mda
+from lvm_driver.read import mda
 from tests.benchmarks import refresh as R
 from tests.benchmarks import vgmeta
 from tests.benchmarks.realvg import RealVG

@@ -269,7 +269,7 @@ def test_the_pools_row_follows_thin_creates_without_a_scan_of_every_row(
     """After a thin create (the pool's transaction id changes with it) the report read
     from the text finds the pool's row, moved by the new rows before it, among the
     rows that changed, not by a scan of every row; its usage lands on the pool."""
-    from lvm_driver import report_cache
+    from lvm_driver.read import report_cache
 
     driver = make(tmp_path, lvm_metadata_parse=True)
     operator(sim.state_file, "lvcreate", "-T", "-V", "1g", "-n", "volume-first", "dkvg/pool")
@@ -297,8 +297,8 @@ def test_the_pools_rows_carried_over_a_change_are_those_a_scan_finds(op):
     """A thin create or remove changes the pool's transaction id with it (its row is
     redone): the pools' rows are still carried over the change, and are where a scan
     of every row finds them; a change of the pool itself is scanned anew."""
-    from lvm_driver import report_cache
-    from lvm_driver.vg_incremental import IncrementalReader
+    from lvm_driver.read import report_cache
+    from lvm_driver.read.vg_incremental import IncrementalReader
     from tests.benchmarks import vgmeta
     from tests.unit.test_vg_incremental import _apply, _layout, _uuids
 
