@@ -273,7 +273,7 @@ def _children(lvs: Iterable[LVSection]) -> dict[str, int]:
 
 
 #: where a section to parse starts and ends, and ``CANONICAL_THIN``'s match of it if any
-_Span = tuple[int, int, "re.Match[bytes] | None"]
+_Span = tuple[int, int, re.Match[bytes] | None]
 
 
 @dataclass(slots=True)

@@ -208,7 +208,7 @@ def _messages_only(segment: dict[str, Any], kind: object) -> bool:
 
 
 def flag_set(value: object, allowed: frozenset[str], memo: dict[object, Any],
-              name: str) -> frozenset[str]:
+             name: str) -> frozenset[str]:
     """A list of flags as a set, each one known (memoised: LVs repeat the same lists)."""
     key = ("flags", value)
     found = memo.get(key) if type(value) is tuple else None
