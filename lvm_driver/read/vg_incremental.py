@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from itertools import accumulate
 from typing import Any, Final
 
+from lvm_driver.read.lv_section_text import CANONICAL_THIN, section_from_text
 from lvm_driver.read.report import LogicalVolume, VGReport, gc_paused
 from lvm_driver.read.vg_metadata import (Links, LVSection, MetadataUnsupported, VGFacts,
                                     assemble, check_thin_links, decode_text, lv_row,
@@ -73,7 +74,8 @@ class _State:
     #: each LV section's length, with the blank lines before it (unchanged sections
     #: keep theirs, so a change costs no update of the others)
     lengths: list[int]
-    facts: VGFacts
+    #: None before any text is read
+    facts: VGFacts | None
     lvs: dict[str, LVSection]
     links: Links
     memo: dict[object, Any]
@@ -130,8 +132,20 @@ class IncrementalReader:
 
 
 def _full(raw: bytes, vg_name: str, uuids: frozenset[str]) -> _State:
-    """The whole text parsed; the state to read the next text against (one that matches
-    no text where the layout is not the one the fast path understands)."""
+    """The whole text parsed: section by section as an update of no text read (most
+    sections then need no tokeniser, ``lv_section_text``), or on any doubt as one
+    text; the state to read the next text against (one that matches no text where
+    the layout is not the one the fast path understands)."""
+    empty = VGReport(vg_name=vg_name, vg_size_bytes=0, vg_free_bytes=0,
+                     extent_size_bytes=0, lvs=())
+    nothing = _State(b"", memoryview(b""), vg_name, uuids, 0, [], [], None, {},
+                     Links({}, {}, set()), {}, [], [], empty, {}, {})
+    try:
+        state = _sectioned(nothing, raw)
+    except (_Doubt, MetadataUnsupported, UnicodeDecodeError):
+        state = None
+    if state is not None:
+        return state
     tree = parse_text(decode_text(raw))
     facts = vg_facts(tree, vg_name, uuids)
     memo: dict[object, Any] = {}
@@ -193,6 +207,13 @@ def _update(last: _State, text: bytes) -> _State | None:
     100,000 entries would cost more than the change)."""
     if not last.raw or len(last.memo) > _MEMO_PER_LV * len(last.lvs) + 1024:
         return None  # the memo of tags and attrs seen is rebuilt by the full parse
+    return _sectioned(last, text)
+
+
+def _sectioned(last: _State, text: bytes) -> _State | None:
+    """The state of ``text`` from ``last``'s with the sections that differ parsed
+    (every one, after no text); None, ``_Doubt``, ``MetadataUnsupported`` or
+    ``UnicodeDecodeError`` where that is not provably the full parse's answer."""
     block = _LV_BLOCK.search(text)
     if block is None:
         return None
@@ -205,11 +226,8 @@ def _update(last: _State, text: bytes) -> _State | None:
     facts = vg_facts(skeleton, last.vg_name, last.pv_uuids)
     memo = last.memo
     fresh: dict[str, LVSection] = {}
-    for name, section_text in walk.parsed.items():
-        tree = parse_text(section_text.decode("utf-8"))
-        if list(tree) != [name]:
-            raise _Doubt(f"section {name} does not parse as that one LV")
-        fresh[name] = LVSection(name, tree[name], memo)
+    for name, (start, end, canonical) in walk.parsed.items():
+        fresh[name] = section_from_text(name, text, start, end, canonical, memo)
     lvs = last.lvs
     old = {name: lvs.pop(name) for name in (*walk.removed, *fresh) if name in lvs}
     lvs.update(fresh)
@@ -254,14 +272,18 @@ def _children(lvs: Iterable[LVSection]) -> dict[str, int]:
     return children
 
 
+#: where a section to parse starts and ends, and ``CANONICAL_THIN``'s match of it if any
+_Span = tuple[int, int, re.Match[bytes] | None]
+
+
 @dataclass(slots=True)
 class _Walk:
-    """The new text's LV sections: names and lengths in order, the texts of those to
-    parse (new or changed), the old names gone, and where ``logical_volumes`` closes."""
+    """The new text's LV sections: names and lengths in order, where those to parse (new
+    or changed) start and end, the old names gone, and where ``logical_volumes`` closes."""
 
     names: list[str]
     lengths: list[int]
-    parsed: dict[str, bytes]
+    parsed: dict[str, _Span]
     removed: set[str]
     tail_start: int
 
@@ -275,7 +297,7 @@ def _walk(last: _State, text: bytes, head_end: int) -> _Walk:
     count = len(old_names)
     names: list[str] = []
     lengths: list[int] = []
-    parsed: dict[str, bytes] = {}
+    parsed: dict[str, _Span] = {}
     removed: set[str] = set()
     cursor, i, run = head_end, 0, _FIRST_RUN
     while i < count:
@@ -294,10 +316,7 @@ def _walk(last: _State, text: bytes, head_end: int) -> _Walk:
         if _BLOCK_CLOSE.match(text, cursor):  # the sections left are gone
             removed.update(old_names[i:])
             break
-        end = _section_end(text, cursor, None)
-        if end is None:
-            raise _Doubt("an LV section the walk does not understand")
-        name = _name_at(text, cursor)
+        name, end, canonical = _section_at(text, cursor)
         if name == old_names[i]:
             i += 1
         elif name in last.lvs:
@@ -307,22 +326,36 @@ def _walk(last: _State, text: bytes, head_end: int) -> _Walk:
             removed.update(old_names[i:later])  # the sections before it are gone
             i = later
             continue
-        cursor = _take(name, text, cursor, end, names, lengths, parsed)
-    while not _BLOCK_CLOSE.match(text, cursor):
-        end = _section_end(text, cursor, None)
-        if end is None:
-            raise _Doubt("an LV section the walk does not understand")
-        name = _name_at(text, cursor)
-        if name in last.lvs and name not in removed:
+        cursor = _take(name, canonical, cursor, end, names, lengths, parsed)
+    known = last.lvs
+    while True:
+        # LVM's thin volumes one after another, each matched where the last ended
+        for canonical in iter(CANONICAL_THIN.scanner(text, cursor).match, None):
+            name = canonical.group(1).decode()
+            if name in known and name not in removed:
+                raise _Doubt(f"LV {name} twice")
+            cursor = _take(name, canonical, cursor, canonical.end(), names, lengths, parsed)
+        if _BLOCK_CLOSE.match(text, cursor):
+            break
+        name, end, canonical = _section_at(text, cursor)
+        if name in known and name not in removed:
             raise _Doubt(f"LV {name} twice")
-        cursor = _take(name, text, cursor, end, names, lengths, parsed)
+        cursor = _take(name, canonical, cursor, end, names, lengths, parsed)
     removed.difference_update(parsed)  # moved: parsed again where it is now
     return _Walk(names, lengths, parsed, removed, cursor)
 
 
-def _name_at(text: bytes, cursor: int) -> str:
-    """The name of the LV section found to start at ``cursor``."""
-    return _LV_START.match(text, cursor).group(1).decode()  # type: ignore[union-attr]
+def _section_at(text: bytes, cursor: int) -> tuple[str, int, re.Match[bytes] | None]:
+    """The name and end of the LV section that starts (after blank lines) at ``cursor``,
+    and ``CANONICAL_THIN``'s match of it where it is LVM's thin volume; ``_Doubt`` where
+    no balanced section starts there."""
+    canonical = CANONICAL_THIN.match(text, cursor)
+    if canonical is not None:
+        return canonical.group(1).decode(), canonical.end(), canonical
+    end = _section_end(text, cursor, None)
+    if end is None:
+        raise _Doubt("an LV section the walk does not understand")
+    return _LV_START.match(text, cursor).group(1).decode(), end, None  # type: ignore[union-attr]
 
 
 def _later(name: str, old_names: list[str], after: int) -> int | None:
@@ -333,11 +366,11 @@ def _later(name: str, old_names: list[str], after: int) -> int | None:
         return None
 
 
-def _take(name: str, text: bytes, cursor: int, end: int, names: list[str],
-          lengths: list[int], parsed: dict[str, bytes]) -> int:
+def _take(name: str, canonical: re.Match[bytes] | None, cursor: int, end: int,
+          names: list[str], lengths: list[int], parsed: dict[str, _Span]) -> int:
     if name in parsed:
         raise _Doubt(f"LV {name} twice")
-    parsed[name] = text[cursor:end]
+    parsed[name] = (cursor, end, canonical)
     names.append(name)
     lengths.append(end - cursor)
     return end

@@ -38,7 +38,8 @@ from lvm_driver.read.report import LogicalVolume, LVAttr, VGReport, gc_paused
 
 __all__ = ["MetadataUnsupported", "report_from_text", "report_from_pvs", "parse_text",
            "VGFacts", "vg_facts", "LVSection", "lv_sections", "Links", "Assembly",
-           "assemble", "lv_row", "check_thin_links", "decode_text"]
+           "assemble", "lv_row", "check_thin_links", "decode_text", "flag_set",
+           "LVSection_STATUS", "LVSection_FLAGS"]
 
 SECTOR: Final = 512
 #: LVM counts a PV's extents, and an extent's sectors, in 32 bits
@@ -135,10 +136,10 @@ class LVSection:
             raise MetadataUnsupported(f"LV {name}: its id, status or creation time")
         self.name = name
         self.uuid = uuid
-        self.status = _flag_set(section["status"], LVSection_STATUS, memo, name)
+        self.status = flag_set(section["status"], LVSection_STATUS, memo, name)
         if "FIXED_MINOR" in self.status and not is_count(section.get("minor")):
             raise MetadataUnsupported(f"LV {name}: a fixed minor number that is none")
-        self.flags = _flag_set(section.get("flags", ()), LVSection_FLAGS, memo, name)
+        self.flags = flag_set(section.get("flags", ()), LVSection_FLAGS, memo, name)
         tags = section.get("tags", ())
         found = memo.get(tags) if type(tags) is tuple else None
         if found is None:
@@ -206,8 +207,8 @@ def _messages_only(segment: dict[str, Any], kind: object) -> bool:
         for key, value in segment.items())
 
 
-def _flag_set(value: object, allowed: frozenset[str], memo: dict[object, Any],
-              name: str) -> frozenset[str]:
+def flag_set(value: object, allowed: frozenset[str], memo: dict[object, Any],
+             name: str) -> frozenset[str]:
     """A list of flags as a set, each one known (memoised: LVs repeat the same lists)."""
     key = ("flags", value)
     found = memo.get(key) if type(value) is tuple else None
