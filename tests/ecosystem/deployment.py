@@ -389,12 +389,15 @@ class Deployment:
 
 def start_deployment(workdir: Path, backends: dict[str, dict[str, Any]], *,
                      patience: float = 1.0, schema: Path | None = None,
+                     bus_first: bool = False,
                      progress: Callable[[str], None] | None = None) -> Deployment:
     """Start every part (stopping what started if one fails); ``timings`` says how long each
     took (RabbitMQ's from its launch, which overlaps the others), ``progress`` hears each as
     it ends. ``patience`` multiplies every start's time
     limit (a VM without KVM is slow). ``schema``: the database loaded from
-    ``dump_schema``'s file instead of ``db sync`` (minutes of alembic in the VM)."""
+    ``dump_schema``'s file instead of ``db sync`` (minutes of alembic in the VM).
+    ``bus_first``: the services start once RabbitMQ listens, not during its boot: on
+    the VM's two emulated CPUs their imports starved the Erlang VM (over 5 min)."""
     timings: dict[str, float] = {}
     rabbit, database = RabbitMQ(workdir), MariaDB(workdir)
     cinder = Cinder(workdir, backends, rabbit.url, database.url,
@@ -405,11 +408,14 @@ def start_deployment(workdir: Path, backends: dict[str, dict[str, Any]], *,
         # the Erlang VM's boot (minutes without KVM) overlaps the database's start and
         # the services' imports; they connect once the bus listens (oslo.messaging retries)
         rabbit.server.start()
-        for name, step in (("mariadb", lambda: database.start(60 * patience)),
-                           ("db sync", lambda: cinder.db_sync(300 * patience)) if schema is None
-                           else ("db load", lambda: database.load(schema, 60 * patience)),
-                           ("services", cinder.start),
-                           ("rabbitmq", lambda: rabbit.wait_started(60 * patience))):
+        steps = [("mariadb", lambda: database.start(60 * patience)),
+                 ("db sync", lambda: cinder.db_sync(300 * patience)) if schema is None
+                 else ("db load", lambda: database.load(schema, 60 * patience)),
+                 ("services", cinder.start),
+                 ("rabbitmq", lambda: rabbit.wait_started(60 * patience))]
+        if bus_first:
+            steps[2], steps[3] = steps[3], steps[2]
+        for name, step in steps:
             t0 = time.monotonic()
             step()
             timings[name] = time.monotonic() - (begun if name == "rabbitmq" else t0)

@@ -74,6 +74,7 @@ def stack(guest: dict[str, str],  # noqa: F811 - the fixture imported above
         try:
             deployment = start_deployment(workdir, {"kit-lvm": section}, patience=PATIENCE,
                                           schema=SCHEMA if SCHEMA.exists() else None,
+                                          bus_first=True,
                                           progress=_note)
         except BaseException:
             _keep_logs(workdir)
