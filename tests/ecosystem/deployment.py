@@ -259,6 +259,8 @@ class Cinder:
     database_url: str
     #: gunicorn kills a worker silent this long, its app's import included
     api_worker_timeout_s: int = 120
+    #: Cinder's periodic tasks' settings (``PERIODS``, or longer ones where CPU is scarce)
+    periods: dict[str, Any] = field(default_factory=lambda: dict(PERIODS))
     api_port: int = field(default_factory=free_port)
     services: dict[str, Service] = field(default_factory=dict)
 
@@ -271,7 +273,7 @@ class Cinder:
                         "api_paste_config": paste,
                         "resource_query_filters_file": paste.with_name("resource_filters.json"),
                         "state_path": self.workdir / "state",
-                        "reinit_driver_count": 0, "debug": False, **PERIODS,
+                        "reinit_driver_count": 0, "debug": False, **self.periods,
                         # the scenarios make more than the default quota of 10 volumes
                         "quota_volumes": -1, "quota_snapshots": -1, "quota_gigabytes": -1},
             "database": {"connection": self.database_url},
@@ -389,7 +391,7 @@ class Deployment:
 
 def start_deployment(workdir: Path, backends: dict[str, dict[str, Any]], *,
                      patience: float = 1.0, schema: Path | None = None,
-                     bus_first: bool = False,
+                     bus_first: bool = False, periods: dict[str, Any] | None = None,
                      progress: Callable[[str], None] | None = None) -> Deployment:
     """Start every part (stopping what started if one fails); ``timings`` says how long each
     took (RabbitMQ's from its launch, which overlaps the others), ``progress`` hears each as
@@ -397,11 +399,12 @@ def start_deployment(workdir: Path, backends: dict[str, dict[str, Any]], *,
     limit (a VM without KVM is slow). ``schema``: the database loaded from
     ``dump_schema``'s file instead of ``db sync`` (minutes of alembic in the VM).
     ``bus_first``: the services start once RabbitMQ listens, not during its boot: on
-    the VM's two emulated CPUs their imports starved the Erlang VM (over 5 min)."""
+    the VM's two emulated CPUs their imports starved the Erlang VM (over 5 min).
+    ``periods``: Cinder's periodic settings instead of ``PERIODS``."""
     timings: dict[str, float] = {}
     rabbit, database = RabbitMQ(workdir), MariaDB(workdir)
     cinder = Cinder(workdir, backends, rabbit.url, database.url,
-                    api_worker_timeout_s=int(120 * patience))
+                    api_worker_timeout_s=int(120 * patience), periods=periods or dict(PERIODS))
     deployment = Deployment(rabbit, database, cinder, timings)
     begun = time.monotonic()
     try:
