@@ -5,8 +5,9 @@
 #      compliance harness, the fault campaign at CI size (pytest, warnings as
 #      errors, zero tests = failure);
 #   3. alongside 2, the real-LVM lane: the functional scenarios, the compliance harness, a short
-#      fault campaign and the iSCSI attach round trip (LIO + open-iscsi) on a
-#      real thin pool inside a VM (tests/realvm). Needs root; installs its Debian packages itself.
+#      fault campaign and Cinder's services (RabbitMQ, MariaDB, cinder-api, -scheduler,
+#      -volume) attaching a volume through LIO and open-iscsi, on a real thin pool
+#      inside a VM (tests/realvm). Needs root; installs its Debian packages itself.
 #      Under CI=true it is mandatory; elsewhere, without root, it is skipped
 #      with one loud line saying why.
 # Results (JUnit XML) go to test-results/.
@@ -74,11 +75,14 @@ else
     bash tests/realvm/install_deps.sh .venv/bin/python
     # compiled once here, so the guest (its imports slow over 9p) compiles nothing
     .venv/bin/python -m compileall -q -j 0 driver_kit lvm_driver contrib tests >/dev/null
+    # Cinder's database for the services in the guest, made here in seconds (alembic's
+    # db sync takes minutes in the guest): tests/ecosystem/test_cinder_services_realvm.py
+    .venv/bin/python -m tests.ecosystem.deployment test-results/cinder-schema.sql
     echo "run-tests: real-LVM lane started in a VM (output: test-results/realvm.log)" >&2
     # the lane grew (harness tour, campaign): give the VM room under TCG
     DK_REALVM_TIMEOUT="${DK_REALVM_TIMEOUT:-3600}" \
         bash tests/realvm/run_in_vm.sh -- .venv/bin/python -m pytest tests/functional tests/compliance tests/campaign \
-        tests/ecosystem/test_cinder_realvm.py \
+        tests/ecosystem/test_cinder_services_realvm.py \
         -m realvm -p no:cacheprovider --junitxml=test-results/realvm.xml -v \
         > test-results/realvm.log 2>&1 &
     vm_pid=$!

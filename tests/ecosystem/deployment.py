@@ -220,6 +220,21 @@ class MariaDB:
         wait_for("MariaDB accepting connections", lambda: self._sql("SELECT 1"), timeout_s)
         assert self._sql("CREATE DATABASE cinder CHARACTER SET utf8")
 
+    def load(self, schema: Path, timeout_s: float = 60) -> None:
+        """The ``cinder`` database from ``dump``'s file: what ``db sync`` would make."""
+        with open(schema, "rb") as sql:
+            proc = subprocess.run(["mariadb", "--no-defaults", f"--socket={self.socket}",
+                                   "-uroot", "cinder"], stdin=sql, capture_output=True,
+                                  timeout=timeout_s)
+        if proc.returncode:
+            raise RuntimeError(f"loading {schema} failed:\n{proc.stderr.decode()[-3000:]}")
+
+    def dump(self, schema: Path, timeout_s: float = 60) -> None:
+        """The ``cinder`` database (tables and rows) as SQL into ``schema``."""
+        with open(schema, "wb") as sql:
+            subprocess.run(["mariadb-dump", "--no-defaults", f"--socket={self.socket}",
+                            "-uroot", "cinder"], stdout=sql, check=True, timeout=timeout_s)
+
     def stop(self) -> None:
         self.server.stop(timeout_s=20)
 
@@ -244,6 +259,8 @@ class Cinder:
     database_url: str
     #: gunicorn kills a worker silent this long, its app's import included
     api_worker_timeout_s: int = 120
+    #: Cinder's periodic tasks' settings (``PERIODS``, or longer ones where CPU is scarce)
+    periods: dict[str, Any] = field(default_factory=lambda: dict(PERIODS))
     api_port: int = field(default_factory=free_port)
     services: dict[str, Service] = field(default_factory=dict)
 
@@ -256,7 +273,7 @@ class Cinder:
                         "api_paste_config": paste,
                         "resource_query_filters_file": paste.with_name("resource_filters.json"),
                         "state_path": self.workdir / "state",
-                        "reinit_driver_count": 0, "debug": False, **PERIODS,
+                        "reinit_driver_count": 0, "debug": False, **self.periods,
                         # the scenarios make more than the default quota of 10 volumes
                         "quota_volumes": -1, "quota_snapshots": -1, "quota_gigabytes": -1},
             "database": {"connection": self.database_url},
@@ -265,7 +282,9 @@ class Cinder:
             **self.backends}))
         # the code under test first; what the caller adds (e.g. rtslib for cinder-rtstool) after
         pythonpath = os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))
-        env = {**os.environ, "PYTHONPATH": pythonpath, "DK_CINDER_CONF": str(self.conf)}
+        # faulthandler on SIGABRT: ``dump_stacks``' last resort, whatever a process is stuck in
+        env = {**os.environ, "PYTHONPATH": pythonpath, "DK_CINDER_CONF": str(self.conf),
+               "PYTHONFAULTHANDLER": "1"}
         conf = ["--config-file", str(self.conf)]
         logs = self.workdir / "logs"
         logs.mkdir(exist_ok=True)
@@ -305,14 +324,17 @@ class Cinder:
 
     def dump_stacks(self, wait_s: float = 10) -> None:
         """Every green and native thread's stack into the scheduler's and volume's logs
-        (oslo.reports' Guru Meditation report, on SIGUSR2); gunicorn takes SIGUSR2 as
-        an upgrade, so cinder-api is left alone."""
-        for name in ("scheduler", "volume"):
-            service = self.services[name]
-            if service.running():
-                assert service.proc is not None
-                os.killpg(service.proc.pid, signal.SIGUSR2)
-        time.sleep(wait_s)
+        (oslo.reports' Guru Meditation report, on SIGUSR2), then every native thread's
+        by faulthandler on SIGABRT, which ends them: it answers even when the
+        interpreter never gets back to a Python signal handler. For a start that
+        failed; gunicorn takes SIGUSR2 as an upgrade, so cinder-api is left alone."""
+        for sig in (signal.SIGUSR2, signal.SIGABRT):
+            for name in ("scheduler", "volume"):
+                service = self.services[name]
+                if service.running():
+                    assert service.proc is not None
+                    os.killpg(service.proc.pid, sig)
+            time.sleep(wait_s)
 
 
 @dataclass
@@ -368,26 +390,35 @@ class Deployment:
 
 
 def start_deployment(workdir: Path, backends: dict[str, dict[str, Any]], *,
-                     patience: float = 1.0,
+                     patience: float = 1.0, schema: Path | None = None,
+                     bus_first: bool = False, periods: dict[str, Any] | None = None,
                      progress: Callable[[str], None] | None = None) -> Deployment:
     """Start every part (stopping what started if one fails); ``timings`` says how long each
     took (RabbitMQ's from its launch, which overlaps the others), ``progress`` hears each as
     it ends. ``patience`` multiplies every start's time
-    limit (a VM without KVM is slow)."""
+    limit (a VM without KVM is slow). ``schema``: the database loaded from
+    ``dump_schema``'s file instead of ``db sync`` (minutes of alembic in the VM).
+    ``bus_first``: the services start once RabbitMQ listens, not during its boot: on
+    the VM's two emulated CPUs their imports starved the Erlang VM (over 5 min).
+    ``periods``: Cinder's periodic settings instead of ``PERIODS``."""
     timings: dict[str, float] = {}
     rabbit, database = RabbitMQ(workdir), MariaDB(workdir)
     cinder = Cinder(workdir, backends, rabbit.url, database.url,
-                    api_worker_timeout_s=int(120 * patience))
+                    api_worker_timeout_s=int(120 * patience), periods=periods or dict(PERIODS))
     deployment = Deployment(rabbit, database, cinder, timings)
     begun = time.monotonic()
     try:
         # the Erlang VM's boot (minutes without KVM) overlaps the database's start and
         # the services' imports; they connect once the bus listens (oslo.messaging retries)
         rabbit.server.start()
-        for name, step in (("mariadb", lambda: database.start(60 * patience)),
-                           ("db sync", lambda: cinder.db_sync(300 * patience)),
-                           ("services", cinder.start),
-                           ("rabbitmq", lambda: rabbit.wait_started(60 * patience))):
+        steps = [("mariadb", lambda: database.start(60 * patience)),
+                 ("db sync", lambda: cinder.db_sync(300 * patience)) if schema is None
+                 else ("db load", lambda: database.load(schema, 60 * patience)),
+                 ("services", cinder.start),
+                 ("rabbitmq", lambda: rabbit.wait_started(60 * patience))]
+        if bus_first:
+            steps[2], steps[3] = steps[3], steps[2]
+        for name, step in steps:
             t0 = time.monotonic()
             step()
             timings[name] = time.monotonic() - (begun if name == "rabbitmq" else t0)
@@ -417,3 +448,23 @@ def _all_reported(deployment: Deployment, backends: dict[str, Any]) -> bool:
     except OSError:  # cinder-api not listening yet
         return False
     return {p["name"].partition("@")[2].partition("#")[0] for p in pools} >= set(backends)
+
+
+def dump_schema(schema: Path) -> None:
+    """Cinder's database as ``db sync`` makes it, dumped as SQL into ``schema``: made on
+    the host in seconds for a deployment in the VM (``start_deployment(schema=...)``)."""
+    workdir = schema.parent / f"{schema.name}.work"
+    shutil.rmtree(workdir, ignore_errors=True)
+    workdir.mkdir(parents=True)
+    database = MariaDB(workdir)
+    try:
+        database.start()
+        Cinder(workdir, {}, "rabbit://unused/", database.url).db_sync()
+        database.dump(schema)
+    finally:
+        database.stop()
+        shutil.rmtree(workdir, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    dump_schema(Path(sys.argv[1]).resolve())

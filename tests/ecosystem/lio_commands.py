@@ -1,9 +1,9 @@
 """What Cinder's ``lioadm`` target helper runs, and what it hands os-brick.
 
-One description for both lanes: the host lane checks that the adapter makes
-Cinder's ``LioAdm`` run exactly these ``cinder-rtstool`` commands and return
-this connection; the VM lane runs the same commands on the kernel's LIO
-target and gives the same connection to os-brick's iSCSI connector.
+The host lane checks that the adapter makes Cinder's ``LioAdm`` run exactly
+these ``cinder-rtstool`` commands and return this connection; in the VM lane
+(``test_cinder_services_realvm.py``) cinder-volume runs them on the kernel's
+LIO target and os-brick's iSCSI connector logs in with that connection.
 """
 
 from __future__ import annotations

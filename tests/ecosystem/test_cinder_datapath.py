@@ -130,7 +130,8 @@ def test_lio_runs_the_commands_the_vm_lane_proves_on_a_real_target(
         attach: dict[str, Any]) -> None:
     """One attach and detach through the adapter makes Cinder's LioAdm run exactly
     the cinder-rtstool commands (and hand os-brick the connection) that
-    test_cinder_realvm.py runs on the kernel's LIO target with a real initiator."""
+    test_cinder_services_realvm.py's cinder-volume runs on the kernel's LIO target
+    for a real initiator."""
     steps = attach["lioadm"]["steps"]
     volume = steps["single_attach"]["volume"]
     _method, user, password = volume["provider_auth"].split()

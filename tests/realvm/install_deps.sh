@@ -20,9 +20,9 @@ python="${1:-$repo/.venv/bin/python}"
 # busybox-static          : virtme-ng refuses to start without a static busybox (initramfs)
 # procps, util-linux      : ps/losetup etc. (normally present already)
 # targetcli-fb, python3-rtslib-fb : LIO's admin library, which Cinder's cinder-rtstool
-#                           imports (tests/ecosystem/test_cinder_realvm.py exports through it)
+#                           imports (tests/ecosystem/test_cinder_services_realvm.py exports through it)
 # rabbitmq-server, mariadb-server : the message bus and database of the Cinder services that
-#                           tests/ecosystem/test_cinder_realvm.py starts in the guest
+#                           tests/ecosystem/test_cinder_services_realvm.py starts in the guest
 # open-iscsi              : iscsid and iscsiadm, the initiator os-brick drives
 # sudo                    : the root helper's first step for the unprivileged service user
 #                           (tests/realvm/unprivileged_setup.sh), as Cinder's cinder-rootwrap
