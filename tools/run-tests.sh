@@ -79,8 +79,10 @@ else
     # db sync takes minutes in the guest): tests/ecosystem/test_cinder_services_realvm.py
     .venv/bin/python -m tests.ecosystem.deployment test-results/cinder-schema.sql
     echo "run-tests: real-LVM lane started in a VM (output: test-results/realvm.log)" >&2
-    # the lane grew (harness tour, campaign): give the VM room under TCG
-    DK_REALVM_TIMEOUT="${DK_REALVM_TIMEOUT:-3600}" \
+    # the lane grew (harness tour, campaign): give the VM room under TCG; and memory:
+    # at the lane's end Cinder's five services run beside the lane's pytest, their data
+    # on the guest's tmpfs, and 2G was not enough (the guest killed the pytest)
+    DK_REALVM_TIMEOUT="${DK_REALVM_TIMEOUT:-3600}" DK_REALVM_MEMORY="${DK_REALVM_MEMORY:-4G}" \
         bash tests/realvm/run_in_vm.sh -- .venv/bin/python -m pytest tests/functional tests/compliance tests/campaign \
         tests/ecosystem/test_cinder_services_realvm.py \
         -m realvm -p no:cacheprovider --junitxml=test-results/realvm.xml -v \
