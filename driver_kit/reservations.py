@@ -16,7 +16,10 @@ failure is certain.
 
 Why the order holds the cap: a reservation is read before the facts, so a
 command that finishes between the two is counted at least once; one shown by
-the backend before the facts are read is in the facts.
+the backend before the facts are read is in the facts. "At least once" may be
+twice (its reservation and its volume in the facts): before refusing on such
+figures, an admission whose counted reservations the backend now shows reads
+everything again, so a request that fits exactly is not refused for a race.
 """
 
 from __future__ import annotations
@@ -33,7 +36,7 @@ from typing import Any, Callable, Mapping, Protocol
 from driver_kit.coordination_url import CoordinationSettings, parse_coordination_url
 from driver_kit.etcd_session import (GENERATION, RESERVATIONS, ROOT, SETTLING, Reservation,
                                      b64, group_created, put, session_for, unb64)
-from driver_kit.exceptions import CoordinationError, InvalidInput
+from driver_kit.exceptions import CapacityExceeded, CoordinationError, InvalidInput
 
 __all__ = ["ReservationAdmission", "ReservationHooks", "group_directory", "reservations_for"]
 
@@ -42,6 +45,8 @@ LOG = logging.getLogger(__name__)
 #: commits tried before a request is refused; conflicts past the first wait a jitter
 MAX_ATTEMPTS = 64
 MAX_JITTER_S = 0.05
+#: reads again before refusing, when a counted reservation's volume appeared meanwhile
+MAX_REREADS = 8
 #: how often a request looks again while a new group settles
 SETTLE_POLL_S = 0.2
 
@@ -165,6 +170,7 @@ class ReservationAdmission:
             self._facts = driver._read_pools_or_raise()  # which group: only the first time
         pool, _, _ = plan(self._facts)
         identity = driver.capacity_group_identity(pool)
+        rereads = 0
         for attempt in range(MAX_ATTEMPTS):
             if attempt > 1:  # the second conflict in a row: let the others through first
                 time.sleep(random.uniform(0, MAX_JITTER_S))
@@ -179,7 +185,14 @@ class ReservationAdmission:
             if driver.capacity_group_identity(pool) != identity:
                 identity = driver.capacity_group_identity(pool)
                 continue
-            driver._admit(_InFlight(sum(r.gb for r in counted)), pool, needed, thin)
+            try:
+                driver._admit(_InFlight(sum(r.gb for r in counted)), pool, needed, thin)
+            except CapacityExceeded:
+                if rereads < MAX_REREADS and any(driver.reservation_shown(r.value)
+                                                  for r in counted):
+                    rereads += 1  # a command ended between the two reads: the facts may
+                    continue      # count it beside its reservation; read both again
+                raise
             reservation = self._reservation(group, identity, target, needed)
             if self._commit(session, view, reservation):
                 break
