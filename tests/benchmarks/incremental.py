@@ -208,16 +208,7 @@ def measure_creates(lv_count: int, runs: int) -> dict[str, Any]:
                     series["own"].append(wall - process)
                     series["lock_held"].append(sum(held))
         stats = driver.vg.report_cache_stats
-        profiled = None
-        if profile:
-            from tests.benchmarks.refresh_profile import profile_after_change
-            profiled = profile_after_change(
-                driver,
-                lambda round_: _run_checked(
-                    ["lvchange", "--addtag", f"profile{round_}",
-                     f"{vg.vg_name}/{layout.thin_lvs[round_ % len(layout.thin_lvs)].name}"],
-                    env), profile)
-    return {"lv_count": lv_count, "series": series, "cache": stats, "profile": profiled,
+    return {"lv_count": lv_count, "series": series, "cache": stats,
             **{name: statistics.median(values) for name, values in series.items()}}
 
 
