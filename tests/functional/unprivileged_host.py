@@ -188,18 +188,9 @@ def loop_device(tmp: Path, name: str, size: int, data: bytes = b"") -> str:
 
 def write_config(vg: str, path: str = CONFIG, extra: str = "") -> None:
     """The backend's config file, root's, readable by group cinder (``extra`` appended)."""
-    Path(path).write_text(f"""\
-[DEFAULT]
-enabled_backends = {BACKEND}
-
-[{BACKEND}]
-volume_driver = lvm_driver.driver.ThinLVMDriver
+    write_privsep_config(path, BACKEND, vg=vg, pool="pool",
+                         root_helper=f"sudo {' '.join(ROOTWRAP)}", more=f"""\
 volume_backend_name = {BACKEND}
-volume_group = {vg}
-lvm_thin_pool_name = pool
-lvm_create_thin_pool = false
-lvm_privilege = privsep
-lvm_root_helper = sudo {' '.join(ROOTWRAP)}
 lvm_offer_thick = true
 volume_clear_size = 16
 lvm_command_timeout = 120
@@ -210,6 +201,26 @@ volume_driver = lvm_driver.driver.ThinLVMDriver
 volume_group = {DECOY_VG}
 lvm_thin_pool_name = precious
 {extra}""")
+
+
+def write_privsep_config(path: str, section: str, *, vg: str, pool: str, root_helper: str,
+                         more: str) -> None:
+    """A config enabling one backend, ``section``, on the existing thin pool ``vg/pool``,
+    every LVM command through the driver's daemon that ``root_helper`` starts; ``more``
+    (the section's other options, other sections) follows. Root's, readable by group
+    cinder: the driver running as cinder reads it and cannot change it."""
+    Path(path).write_text(f"""\
+[DEFAULT]
+enabled_backends = {section}
+
+[{section}]
+volume_driver = lvm_driver.driver.ThinLVMDriver
+volume_group = {vg}
+lvm_thin_pool_name = {pool}
+lvm_create_thin_pool = false
+lvm_privilege = privsep
+lvm_root_helper = {root_helper}
+{more}""")
     os.chown(path, 0, grp.getgrnam("cinder").gr_gid)
     os.chmod(path, 0o640)
 
