@@ -15,7 +15,6 @@ status by ioctl alone. Prints one Markdown report. Nothing asserts a time.
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
 import gc
 import os
@@ -28,7 +27,7 @@ from typing import Any, Callable
 from lvm_driver.policy.tags import VOLUME_TAG
 from lvm_driver.read.dm_status import dm_name, thin_pool_status
 from tests.benchmarks import refresh as R
-from tests.benchmarks import vm_report
+from tests.benchmarks import vm_guest, vm_report
 from tests.benchmarks.realvg import GiB, RealVG
 from tests.benchmarks.run import Series, _cpu_now, machine
 from tests.benchmarks.run import _s as _seconds
@@ -61,6 +60,12 @@ def _thin_lv_count(env: dict[str, str]) -> tuple[int, int]:
 def _lvcreate_line(index: int, size_gb: int) -> str:
     return (f"lvcreate -q -T -V {size_gb}g -n volume-{index:05d} --addtag {VOLUME_TAG} "
             f"{VG_NAME}/{POOL}")
+
+
+def guest_vg(pool_gb: int) -> RealVG:
+    """The benchmark VG's PV: a sparse file in guest RAM, room for a ``pool_gb`` GiB pool;
+    16 MiB of metadata area holds thousands of thin LVs."""
+    return RealVG(VG_NAME, dev_size_bytes=(pool_gb + 8) * GiB, metadata_area_bytes=16 * MiB)
 
 
 def build(vg: RealVG, *, lv_count: int, pool_gb: int, lv_gb: int,
@@ -294,25 +299,13 @@ def render(result: dict[str, Any]) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--lvs", type=int, default=1000, help="active thin LVs to create")
-    parser.add_argument("--runs", type=int, default=5, help="timed rounds")
-    parser.add_argument("--create-budget-s", type=float, default=1500.0,
-                        help="stop creating thin LVs after this long (the count reached "
-                             "is reported)")
-    parser.add_argument("--pool-gb", type=int, default=16)
+    parser = vm_guest.vg_options(__doc__)
     parser.add_argument("--lv-gb", type=int, default=1)
-    parser.add_argument("--markdown-out", help="also write the report to this file")
     args = parser.parse_args(argv)
-    if os.environ.get("DK_REAL_LVM") != "1" or os.geteuid() != 0:
-        print("realdm: runs inside the VM lane as root: sudo bash "
-              "tests/benchmarks/run_realdm.sh", file=sys.stderr)
+    if vm_guest.outside_the_vm("realdm"):
         return 2
     started = time.time()
-    # a sparse PV in guest RAM; 16 MiB of metadata area holds thousands of thin LVs
-    with RealVG(VG_NAME, dev_size_bytes=(args.pool_gb + 8) * GiB,
-                metadata_area_bytes=16 * MiB) as vg:
+    with guest_vg(args.pool_gb) as vg:
         # (no vgremove at the end: the VM and its RAM-backed PV are thrown away)
         built = build(vg, lv_count=args.lvs, pool_gb=args.pool_gb, lv_gb=args.lv_gb,
                       budget_s=args.create_budget_s)
@@ -323,9 +316,7 @@ def main(argv: list[str] | None = None) -> int:
         "machine": machine(), "runs": args.runs, "lv_count": args.lvs,
         "budget_s": args.create_budget_s, "pool_gb": args.pool_gb, "lv_gb": args.lv_gb,
         "build": built, "measure": measured, "took_s": time.time() - started}
-    text = render(result)
-    print(text)
-    vm_report.save(text, args.markdown_out)
+    vm_report.publish(render(result), args.markdown_out)
     return 0
 
 

@@ -41,7 +41,7 @@ from lvm_driver.policy.tags import VOLUME_TAG
 from lvm_driver.run.command import CommandResult
 from lvm_driver.run.executor import ProcessRunner
 from tests.benchmarks import refresh as R
-from tests.benchmarks import vgmeta, vm_report
+from tests.benchmarks import vgmeta, vm_guest, vm_report
 from tests.benchmarks.realvg import GiB, RealVG, _run
 from tests.benchmarks.run import machine
 
@@ -260,9 +260,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--runs", type=int, default=5)
     parser.add_argument("--markdown-out")
     args = parser.parse_args(argv)
-    if os.environ.get("DK_REAL_LVM") != "1" or os.geteuid() != 0:
-        print("realdm_creates: runs inside the VM lane as root: sudo bash "
-              "tests/benchmarks/run_realdm.sh --creates", file=sys.stderr)
+    if vm_guest.outside_the_vm("realdm_creates", " --creates"):
         return 2
     started = time.time()
     with open("/proc/loadavg", encoding="ascii") as f:

@@ -23,25 +23,20 @@ and the rest). Prints one Markdown report. Nothing asserts a time.
 
 from __future__ import annotations
 
-import argparse
 import gc
-import os
 import statistics
 import sys
 import time
-from pathlib import Path
 from typing import Any, Callable
 
 from tests.benchmarks import refresh as R
-from tests.benchmarks.realdm import POOL, VG_NAME, _lvcreate_line, _run, _s, build
-from tests.benchmarks.realdm_unprivileged import (CINDER_HELPER, SMOKE_LVS, Side,
-                                                  cinder_host, grow)
-from tests.benchmarks.realvg import GiB, RealVG
+from tests.benchmarks import vm_guest, vm_report
+from tests.benchmarks.realdm import POOL, VG_NAME, _lvcreate_line, _run, _s
+from tests.benchmarks.realdm_unprivileged import CINDER_HELPER, Side, cinder_host_vg
+from tests.benchmarks.realvg import RealVG
 from tests.benchmarks.refresh_profile import profile_after_change
 from tests.benchmarks.refresh_profile import render as render_profile
-from tests.benchmarks.run import describe_machine, machine
-
-MiB = 1024 ** 2
+from tests.benchmarks.run import machine
 #: each measured path: (label, the os-brick path it is compared with)
 PATHS: dict[str, tuple[str, str]] = {
     "root_after_change": ("this driver as root, first refresh after the `lvcreate`",
@@ -105,14 +100,12 @@ def measure(vg: RealVG, runs: int, first_change: int = 80000) -> dict[str, Any]:
 
 
 def render(result: dict[str, Any]) -> str:
-    m, b, r = result["machine"], result["build"], result["measure"]
+    b, r = result["build"], result["measure"]
     t = r["times"]
     median = {name: statistics.median(values) for name, values in t.items()}
-    out: list[str] = []
+    out = vm_report.header("Real device-mapper, root and unprivileged in one run (VM lane)",
+                           result, "qemu TCG (no KVM)")
     w = out.append
-    w("## Real device-mapper, root and unprivileged in one run (VM lane)\n")
-    w(f"- Command: `{result['command']}`")
-    w(f"- Machine (inside the VM): {describe_machine(m)}; qemu TCG (no KVM)")
     w(f"- Median of {result['runs']} rounds (min in brackets), one untimed warm-up; each "
       "round: an operator's `lvcreate` as root, the two drivers' first refresh after it "
       "(which first alternates), then the other paths in rotating order; each refresh "
@@ -156,31 +149,14 @@ def render(result: dict[str, Any]) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--lvs", type=int, default=1000)
-    parser.add_argument("--runs", type=int, default=5)
+    parser = vm_guest.vg_options(__doc__)
     parser.add_argument("--profile", type=int, default=5,
                         help="refreshes after a change profiled on the root path")
-    parser.add_argument("--create-budget-s", type=float, default=1500.0)
-    parser.add_argument("--pool-gb", type=int, default=16)
-    parser.add_argument("--markdown-out")
     args = parser.parse_args(argv)
-    if os.environ.get("DK_REAL_LVM") != "1" or os.geteuid() != 0:
-        print("realdm_pair: runs inside the VM lane as root: sudo bash "
-              "tests/benchmarks/run_realdm.sh --pair", file=sys.stderr)
+    if vm_guest.outside_the_vm("realdm_pair", " --pair"):
         return 2
     started = time.time()
-    with RealVG(VG_NAME, dev_size_bytes=(args.pool_gb + 8) * GiB,
-                metadata_area_bytes=16 * MiB) as vg:
-        # every path once on a few LVs first, so a mistake shows before the long build
-        built = build(vg, lv_count=SMOKE_LVS, pool_gb=args.pool_gb, lv_gb=1,
-                      budget_s=args.create_budget_s)
-        cinder_host(vg.lvm_conf)
-        print("# smoke round", file=sys.stderr)
-        measure(vg, 1, first_change=70000)
-        grow(vg, built, args.lvs, started + args.create_budget_s)
-        print(f"# measuring {args.runs} rounds", file=sys.stderr)
+    with cinder_host_vg(args, started, measure=measure) as (vg, built):
         measured = measure(vg, args.runs)
         profile = None
         if args.profile:
@@ -190,17 +166,13 @@ def main(argv: list[str] | None = None) -> int:
                 measured["driver"],
                 lambda round_: _run(_lvcreate_line(60000 + round_, 1).split(), env),
                 args.profile)
-    result = {"command": os.environ.get("DK_BENCH_COMMAND",
-                                        "python -m tests.benchmarks.realdm_pair"),
+    result = {"command": vm_report.command("realdm_pair"),
               "machine": machine(), "runs": args.runs, "build": built,
               "measure": measured, "profile": profile, "took_s": time.time() - started}
     # the figures first, so a fault in the rendering loses no run
     print(repr({k: v for k, v in result.items() if k != "measure"}
                | {"times": measured["times"]}), file=sys.stderr)
-    text = render(result)
-    print(text)
-    if args.markdown_out:
-        Path(args.markdown_out).write_text(text + "\n", encoding="utf-8")
+    vm_report.publish(render(result), args.markdown_out)
     return 0
 
 

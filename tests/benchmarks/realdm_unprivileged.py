@@ -25,7 +25,7 @@ Prints one Markdown report. Nothing asserts a time.
 from __future__ import annotations
 
 import argparse
-import grp
+import contextlib
 import json
 import os
 import statistics
@@ -33,16 +33,16 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 from tests.benchmarks import refresh as R
-from tests.benchmarks import vm_report
+from tests.benchmarks import vm_guest, vm_report
 from tests.benchmarks.realdm import (BATCH, POOL, VG_NAME, _lvcreate_line, _run, _s,
-                                     _thin_lv_count, build)
-from tests.benchmarks.realvg import GiB, RealVG
+                                     _thin_lv_count, build, guest_vg)
+from tests.benchmarks.realvg import RealVG
 from tests.benchmarks.run import machine
+from tests.functional.unprivileged_host import write_privsep_config
 
-MiB = 1024 ** 2
 REPO = Path(__file__).resolve().parents[2]
 VENV_BIN = str(Path(sys.executable).parent)
 SECTION = "bench"
@@ -67,24 +67,13 @@ def cinder_host(lvm_conf: str) -> None:
     sudoers.write_text(f"cinder ALL = (root) NOPASSWD: {VENV_BIN}/cinder-rootwrap "
                        "/etc/cinder/rootwrap.conf *\n")
     sudoers.chmod(0o440)
-    Path(CONFIG).write_text(f"""\
-[DEFAULT]
-enabled_backends = {SECTION}
-
-[{SECTION}]
-volume_driver = lvm_driver.driver.ThinLVMDriver
-volume_group = {VG_NAME}
-lvm_thin_pool_name = {POOL}
-lvm_create_thin_pool = false
+    write_privsep_config(CONFIG, SECTION, vg=VG_NAME, pool=POOL, root_helper=DRIVER_HELPER,
+                         more=f"""\
 lvm_conf_file = {lvm_conf}
-lvm_privilege = privsep
-lvm_root_helper = {DRIVER_HELPER}
 lvm_metadata_parse = true
 lvm_command_timeout = 600
 max_over_subscription_ratio = 1000
 """)
-    os.chown(CONFIG, 0, grp.getgrnam("cinder").gr_gid)
-    os.chmod(CONFIG, 0o640)
     os.makedirs("/var/lib/cinder/locks", mode=0o700, exist_ok=True)
     cinder = subprocess.run(["id", "-u", "cinder"], capture_output=True, text=True)
     os.chown("/var/lib/cinder/locks", int(cinder.stdout), int(cinder.stdout))
@@ -144,6 +133,24 @@ def grow(vg: RealVG, built: dict[str, Any], lv_count: int, deadline: float) -> N
                                  "per_lv_s": seconds / todo})
         print(f"# {built['thin_lvs']} thin LVs, last {todo} in {seconds:.1f} s",
               file=sys.stderr)
+
+
+@contextlib.contextmanager
+def cinder_host_vg(args: argparse.Namespace, started: float, *,
+                   measure: Callable[..., Any]) -> Iterator[tuple[RealVG, dict[str, Any]]]:
+    """``realdm``'s VG (sized by ``vm_guest.vg_options``' ``args``) with a few thin LVs,
+    the guest made a Cinder host, one round of ``measure(vg, runs, first_change=...)`` on
+    it so a mistake shows before the long build, then the VG grown to ``args.lvs`` thin
+    LVs or until the creation budget from ``started`` runs out: the VG and what it cost."""
+    with guest_vg(args.pool_gb) as vg:
+        built = build(vg, lv_count=SMOKE_LVS, pool_gb=args.pool_gb, lv_gb=1,
+                      budget_s=args.create_budget_s)
+        cinder_host(vg.lvm_conf)
+        print("# smoke round", file=sys.stderr)
+        measure(vg, 1, first_change=70000)
+        grow(vg, built, args.lvs, started + args.create_budget_s)
+        print(f"# measuring {args.runs} rounds", file=sys.stderr)
+        yield vg, built
 
 
 def _median(values: list[float]) -> float:
@@ -296,36 +303,16 @@ def render(result: dict[str, Any]) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--lvs", type=int, default=1000)
-    parser.add_argument("--runs", type=int, default=5)
-    parser.add_argument("--create-budget-s", type=float, default=1500.0)
-    parser.add_argument("--pool-gb", type=int, default=16)
-    parser.add_argument("--markdown-out")
-    args = parser.parse_args(argv)
-    if os.environ.get("DK_REAL_LVM") != "1" or os.geteuid() != 0:
-        print("realdm_unprivileged: runs inside the VM lane as root: sudo bash "
-              "tests/benchmarks/run_realdm.sh --unprivileged", file=sys.stderr)
+    args = vm_guest.vg_options(__doc__).parse_args(argv)
+    if vm_guest.outside_the_vm("realdm_unprivileged", " --unprivileged"):
         return 2
     started = time.time()
-    with RealVG(VG_NAME, dev_size_bytes=(args.pool_gb + 8) * GiB,
-                metadata_area_bytes=16 * MiB) as vg:
-        # every path once on a few LVs first, so a mistake shows before the long build
-        built = build(vg, lv_count=SMOKE_LVS, pool_gb=args.pool_gb, lv_gb=1,
-                      budget_s=args.create_budget_s)
-        cinder_host(vg.lvm_conf)
-        print("# smoke round", file=sys.stderr)
-        measure(vg, 1, first_change=70000)
-        grow(vg, built, args.lvs, started + args.create_budget_s)
-        print(f"# measuring {args.runs} rounds", file=sys.stderr)
+    with cinder_host_vg(args, started, measure=measure) as (vg, built):
         measured = measure(vg, args.runs)
     result = {"command": vm_report.command("realdm_unprivileged"),
               "machine": machine(), "runs": args.runs, "build": built,
               "measure": measured, "took_s": time.time() - started}
-    text = render(result)
-    print(text)
-    vm_report.save(text, args.markdown_out)
+    vm_report.publish(render(result), args.markdown_out)
     return 0
 
 

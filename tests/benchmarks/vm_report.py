@@ -1,5 +1,5 @@
 """What the VM-lane benchmarks' reports share: the command that made them, their first
-lines (title, command, machine) and the Markdown file they are kept in."""
+lines (title, command, machine), and how they are printed and kept in a Markdown file."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from typing import Any
 
 from tests.benchmarks.run import describe_machine
 
-__all__ = ["command", "header", "save"]
+__all__ = ["command", "header", "publish", "save"]
 
 
 def command(module: str) -> str:
@@ -27,3 +27,9 @@ def save(text: str, markdown_out: str | None) -> None:
     """Keep the report in ``--markdown-out`` when one was given."""
     if markdown_out:
         Path(markdown_out).write_text(text + "\n", encoding="utf-8")
+
+
+def publish(text: str, markdown_out: str | None) -> None:
+    """Print the report, and keep it in ``--markdown-out`` when one was given."""
+    print(text)
+    save(text, markdown_out)
