@@ -9,9 +9,10 @@ themselves (decoding them, LVM's checksum over them, one comparison of the whole
 text with the last one), which any reader of a changed text pays.
 
 With ``--creates 1000,10000`` (root, as ``--real``), the driver's own work per create
-on such a VG: its ``lvcreate`` (which needs device-mapper) stood in for by a real
-commit of the same VG, an ``lvchange --addtag``, timed apart, against that command
-alone, alternating; and the admission lock's hold time.
+on such a VG: its thin ``lvcreate`` (which needs device-mapper) stood in for by an
+``lvcreate`` of an inactive linear LV of the same name and tags (a real commit of
+the same VG, which the driver's check after its create finds), timed apart, against
+that command alone, alternating; and the admission lock's hold time.
 
 With ``--real 1000,10000`` (root, lvm2, a loop device; no device-mapper needed), the
 refresh after an operator's change on a real VG restored from generated metadata
@@ -154,13 +155,25 @@ def measure_real(lv_count: int, runs: int, profile: int = 0) -> dict[str, Any]:
             **{name: statistics.median(values) for name, values in series.items()}}
 
 
+#: the create's stand-in on a host without device-mapper, where LVM makes no thin LV:
+#: an inactive linear LV of the same name and tags (one commit of the same VG, which
+#: the driver's check after its create finds), LVM told to leave the kernel alone
+STAND_IN = ["lvcreate", "--config", "global/activation=0", "--type", "linear", "--size", "4m",
+            "--activate", "n", "--zero", "n"]
+
+
+def _stand_in(argv: list[str]) -> list[str]:
+    return [*STAND_IN, *argv[argv.index("--name"):]] if argv[0] == "lvcreate" else argv
+
+
 def measure_creates(lv_count: int, runs: int) -> dict[str, Any]:
     """The driver's own work per create on a restored VG (host, no device-mapper): its
-    ``lvcreate`` stood in for by a real LVM commit of the same VG (``lvchange --addtag``
-    of one thin LV, timed apart), against that command alone in a loop."""
+    thin ``lvcreate`` stood in for (``STAND_IN``, timed apart), against the stand-in
+    alone, alternating."""
     import uuid
 
-    from driver_kit import load_backend_config
+    from driver_kit import GiB, load_backend_config
+    from lvm_driver.commands import lvm_argv
     from lvm_driver.driver import LVM_OPTS, ThinLVMDriver
     from lvm_driver.run.executor import LVMExecutor
     from tests.benchmarks import realdm_creates as C
@@ -169,15 +182,9 @@ def measure_creates(lv_count: int, runs: int) -> dict[str, Any]:
     with RealVG("dkincvg", metadata_area_bytes=max(8, lv_count // 200) * 1024 ** 2) as vg:
         layout = vg.restore(lv_count)
         env = vg.env()
-        target = f"{vg.vg_name}/{layout.thin_lvs[0].name}"
-
-        def stand_in(argv: list[str]) -> list[str]:
-            if argv[0] != "lvcreate":
-                return argv
-            return ["lvchange", "--addtag", argv[argv.index("--name") + 1], target]
 
         timed = C.TimedRunner()
-        runner = R.PoolUsageFiller(lambda argv, env, timeout_s: timed(stand_in(argv), env,
+        runner = R.PoolUsageFiller(lambda argv, env, timeout_s: timed(_stand_in(argv), env,
                                                                       timeout_s), "pool")
         conf = load_backend_config(extra_opts=LVM_OPTS, overrides={
             "volume_group": vg.vg_name, "lvm_thin_pool_name": "pool",
@@ -197,12 +204,13 @@ def measure_creates(lv_count: int, runs: int) -> dict[str, Any]:
                     name = f"volume-{uuid.uuid4()}"
                     if path == "bare":
                         series["bare"].append(_timed(lambda: _run_checked(
-                            ["lvchange", "--addtag", name, target], env)))
+                            _stand_in(lvm_argv.create_thin(vg.vg_name, name, GiB,
+                                                            pool="pool")), env)))
                         continue
                     timed.calls.clear()
                     del held[:]
                     wall = _timed(lambda: driver.create_volume(name, 1))
-                    process = sum(s for command, s in timed.calls if command == "lvchange")
+                    process = sum(s for command, s in timed.calls if command == "lvcreate")
                     series["driver"].append(wall)
                     series["process"].append(process)
                     series["own"].append(wall - process)
@@ -214,7 +222,7 @@ def measure_creates(lv_count: int, runs: int) -> dict[str, Any]:
 
 def render_creates(creates: list[dict[str, Any]], runs: int) -> str:
     lines = ["\n### The driver's own work per create (host, restored VG, `lvcreate` stood in "
-             "for by an `lvchange --addtag` commit)\n",
+             "for by an inactive linear LV's `lvcreate`)\n",
              f"Median of {runs} creates by each path, alternating.\n",
              "| thin LVs | bare LVM command | driver `create_volume` | its LVM command | "
              "driver's own work | own / LVM command | admission lock held | "

@@ -137,6 +137,23 @@ def test_the_whole_refresh_after_a_one_lv_change_runs_no_lvm_and_stays_below_a_c
     assert result["after_change"] * 3 < result["cold_s"], result
 
 
+def test_the_host_creates_benchmark_runs_through_the_drivers_check_after_a_create():
+    """``incremental --creates`` at 300 thin LVs (root and a loop device): each create's
+    stand-in commits an LV the driver's marker check finds (a stand-in that makes no
+    such LV broke this benchmark once, unnoticed), and every series is timed."""
+    from tests.benchmarks import incremental
+    from tests.benchmarks.realvg import BenchmarkSetupError
+
+    if os.geteuid() != 0 or shutil.which("losetup") is None or shutil.which("lvm") is None:
+        pytest.skip("needs root, losetup and lvm2 to put a real PV on a loop device")
+    try:
+        result = incremental.measure_creates(300, 2)
+    except BenchmarkSetupError as exc:
+        pytest.skip(f"no loop device here: {exc}")
+    assert {len(values) for values in result["series"].values()} == {2}, result
+    assert result["process"] > 0 and result["lock_held"] >= result["process"], result
+
+
 def test_the_creates_benchmark_wires_cinder_and_times_the_admission_lock(tmp_path):
     """What the VM-lane creates benchmark builds, on the simulator and a stand-in VG:
     Cinder's LVM driver asks os-brick for the thin LV, and the admission lock's hold
