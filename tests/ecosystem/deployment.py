@@ -259,6 +259,9 @@ class Cinder:
     database_url: str
     #: gunicorn kills a worker silent this long, its app's import included
     api_worker_timeout_s: int = 120
+    #: how long cinder-api waits for the volume service's answer (an iSCSI export runs
+    #: cinder-rtstool several times: over a minute in a loaded VM without KVM)
+    rpc_timeout_s: int = 60
     #: Cinder's periodic tasks' settings (``PERIODS``, or longer ones where CPU is scarce)
     periods: dict[str, Any] = field(default_factory=lambda: dict(PERIODS))
     api_port: int = field(default_factory=free_port)
@@ -274,6 +277,7 @@ class Cinder:
                         "resource_query_filters_file": paste.with_name("resource_filters.json"),
                         "state_path": self.workdir / "state",
                         "reinit_driver_count": 0, "debug": False, **self.periods,
+                        "rpc_response_timeout": self.rpc_timeout_s,
                         # the scenarios make more than the default quota of 10 volumes
                         "quota_volumes": -1, "quota_snapshots": -1, "quota_gigabytes": -1},
             "database": {"connection": self.database_url},
@@ -376,7 +380,8 @@ class Deployment:
                                          method=method, headers={
             "X-Auth-Token": "admin:admin", "Accept": "application/json",
             "Content-Type": "application/json", "OpenStack-API-Version": "volume 3.70"})
-        with urllib.request.urlopen(request, timeout=60) as answer:
+        # a call's answer may wait for the volume service's: longer than that, then
+        with urllib.request.urlopen(request, timeout=self.cinder.rpc_timeout_s + 30) as answer:
             text = answer.read()
         return json.loads(text) if text.strip() else None
 
@@ -404,7 +409,8 @@ def start_deployment(workdir: Path, backends: dict[str, dict[str, Any]], *,
     timings: dict[str, float] = {}
     rabbit, database = RabbitMQ(workdir), MariaDB(workdir)
     cinder = Cinder(workdir, backends, rabbit.url, database.url,
-                    api_worker_timeout_s=int(120 * patience), periods=periods or dict(PERIODS))
+                    api_worker_timeout_s=int(120 * patience), rpc_timeout_s=int(60 * patience),
+                    periods=periods or dict(PERIODS))
     deployment = Deployment(rabbit, database, cinder, timings)
     begun = time.monotonic()
     try:
