@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import re
 import shutil
+from typing import Any, Callable
 
 import pytest
 
@@ -119,20 +120,26 @@ def test_the_incremental_read_after_a_one_lv_change_stays_far_below_a_full_parse
     assert result["incremental_s"] * 3 < result["full_parse_s"], result
 
 
+def _on_a_real_vg(measure: Callable[[], dict[str, Any]]) -> dict[str, Any]:
+    """``measure()``'s result, or a skip where no real PV can be put on a loop device."""
+    from tests.benchmarks.realvg import BenchmarkSetupError
+
+    if os.geteuid() != 0 or shutil.which("losetup") is None or shutil.which("lvm") is None:
+        pytest.skip("needs root, losetup and lvm2 to put a real PV on a loop device")
+    try:
+        return measure()
+    except BenchmarkSetupError as exc:
+        pytest.skip(f"no loop device here: {exc}")
+
+
 def test_the_whole_refresh_after_a_one_lv_change_runs_no_lvm_and_stays_below_a_cold_one():
     """``large_vg`` at 2,000 thin LVs (root and a loop device; 100,000 when run by hand):
     every refresh after a committed one-LV change is read from the text (no LVM process,
     every LV listed: asserted inside), incrementally, and stays under a third of the
     first, full one (a guard with a wide margin: about a tenth measured)."""
     from tests.benchmarks import large_vg
-    from tests.benchmarks.realvg import BenchmarkSetupError
 
-    if os.geteuid() != 0 or shutil.which("losetup") is None or shutil.which("lvm") is None:
-        pytest.skip("needs root, losetup and lvm2 to put a real PV on a loop device")
-    try:
-        result = large_vg.measure(2000, 3)
-    except BenchmarkSetupError as exc:
-        pytest.skip(f"no loop device here: {exc}")
+    result = _on_a_real_vg(lambda: large_vg.measure(2000, 3))
     assert result["cache"].incremental == 3, result["cache"]
     assert result["after_change"] * 3 < result["cold_s"], result
 
@@ -142,14 +149,8 @@ def test_the_host_creates_benchmark_runs_through_the_drivers_check_after_a_creat
     stand-in commits an LV the driver's marker check finds (a stand-in that makes no
     such LV broke this benchmark once, unnoticed), and every series is timed."""
     from tests.benchmarks import incremental
-    from tests.benchmarks.realvg import BenchmarkSetupError
 
-    if os.geteuid() != 0 or shutil.which("losetup") is None or shutil.which("lvm") is None:
-        pytest.skip("needs root, losetup and lvm2 to put a real PV on a loop device")
-    try:
-        result = incremental.measure_creates(300, 2)
-    except BenchmarkSetupError as exc:
-        pytest.skip(f"no loop device here: {exc}")
+    result = _on_a_real_vg(lambda: incremental.measure_creates(300, 2))
     assert {len(values) for values in result["series"].values()} == {2}, result
     assert result["process"] > 0 and result["lock_held"] >= result["process"], result
 
