@@ -72,7 +72,7 @@ def test_etcd_stopped_mid_command_and_restarted_with_its_data_recovers_within_on
 
 def test_a_command_ending_between_the_two_reads_does_not_refuse_a_request_that_fits(
         etcd_server, tmp_path):
-    # the race the restart test met 1 time in ~30 CI runs, made certain: another host's
+    # the race the restart test met once in CI, made certain: another host's
     # volume appears after its reservation was counted and before the facts are read
     server, url = etcd_server
     (tmp_path / "vols").write_text("base 17\n")
