@@ -54,7 +54,7 @@ from driver_kit import (AlreadyExists, BackendConfig, BackendError, BackendUnava
                         VolumeNotFound)
 from lvm_driver.backends import BACKEND_OPTS, make_executor
 from lvm_driver.commands.lvm import (LogicalVolume, VGReport, VolumeGroup, validate_lv_name,
-                            validate_vg_name)
+                                     validate_vg_name)
 from lvm_driver.policy.manage import ManageMixin
 from lvm_driver.policy.pool_facts import implausible, is_snapshot, pool_facts, pools_down
 from lvm_driver.policy.tags import REQUEST_TAG_PREFIX, SNAPSHOT_TAG, VOLUME_TAG

@@ -22,18 +22,18 @@ from driver_kit.exceptions import InvalidInput
 from lvm_driver.commands import lvm_argv
 from lvm_driver.read.mda import Fingerprint
 from lvm_driver.read.report import (REPORT_FIELDS, VG_FIELDS, LogicalVolume, LVAttr,
-                               LVNotFoundError, VGInfo, VGReport, gc_paused, load_rows,
-                               lvs_from_rows, parse_lvs_report, parse_vgs_report,
-                               report_from_rows)
+                                    LVNotFoundError, VGInfo, VGReport, gc_paused, load_rows,
+                                    lvs_from_rows, parse_lvs_report, parse_vgs_report,
+                                    report_from_rows)
 from lvm_driver.read.report_cache import (CacheStats, DeviceSources, ReportCache,
-                                     parse_pvs_report, sources_of, with_pool_usage)
+                                          parse_pvs_report, sources_of, with_pool_usage)
 from lvm_driver.run.executor import (
     LVMAlreadyExistsError, LVMCommandError, LVMError, LVMExecutor,
     LVMNotFoundError, LVMOutputError, LVMTimeoutError,
     LVMVolumeGroupNotFoundError,
 )
 from lvm_driver.run.names import (NAME_MAX_LENGTH, size_argument, validate_lv_name,
-                              validate_tag, validate_vg_name)
+                                  validate_tag, validate_vg_name)
 
 __all__ = [
     "VolumeGroup", "VGReport", "VGInfo", "LogicalVolume", "LVAttr",

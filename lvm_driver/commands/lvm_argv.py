@@ -17,7 +17,7 @@ from typing import Any, Final
 from lvm_driver.read.report import REPORT_FIELDS, VG_FIELDS
 from lvm_driver.read.report_cache import PV_CHECK_FIELDS, PV_FIELDS
 from lvm_driver.run.names import (size_argument, validate_lv_name, validate_tag,
-                              validate_vg_name)
+                                  validate_vg_name)
 
 __all__ = ["BUILDERS", "WRITES", "READS", "parse", "report", "live_report", "vg_report",
            "pv_report", "lvm_query", "create_thin_pool", "create_thin", "create_thick",

@@ -15,9 +15,9 @@ import re
 from typing import Any, Final
 
 from lvm_driver.read.metadata_values import (ID, MAX_UINT32, NAME, SEGMENT_CHECKS,
-                                        MetadataUnsupported, tags_of)
+                                             MetadataUnsupported, tags_of)
 from lvm_driver.read.vg_metadata import (LVSection_FLAGS, LVSection_STATUS, LVSection, flag_set,
-                                    parse_text)
+                                         parse_text)
 
 __all__ = ["CANONICAL_THIN", "canonical_thin", "section_from_text"]
 

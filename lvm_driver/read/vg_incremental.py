@@ -30,8 +30,8 @@ from typing import Any, Final
 from lvm_driver.read.lv_section_text import CANONICAL_THIN, section_from_text
 from lvm_driver.read.report import LogicalVolume, VGReport, gc_paused
 from lvm_driver.read.vg_metadata import (Links, LVSection, MetadataUnsupported, VGFacts,
-                                    assemble, check_thin_links, decode_text, lv_row,
-                                    lv_sections, parse_text, vg_facts)
+                                         assemble, check_thin_links, decode_text, lv_row,
+                                         lv_sections, parse_text, vg_facts)
 
 __all__ = ["IncrementalReader", "ReaderStats"]
 

@@ -31,9 +31,9 @@ from typing import Any, Final
 from lvm_driver.read import mda
 from lvm_driver.read.config_text import ConfigTextError, parse_config
 from lvm_driver.read.metadata_values import (ID, MAX_EXTENT_SECTORS, MAX_UINT32, MAX_UINT64, NAME,
-                                        SEGMENT_CHECKS, MetadataUnsupported, check_extents,
-                                        check_text_start, check_unique_ids, is_count,
-                                        tags_of)
+                                             SEGMENT_CHECKS, MetadataUnsupported, check_extents,
+                                             check_text_start, check_unique_ids, is_count,
+                                             tags_of)
 from lvm_driver.read.report import LogicalVolume, LVAttr, VGReport, gc_paused
 
 __all__ = ["MetadataUnsupported", "report_from_text", "report_from_pvs", "parse_text",

@@ -21,8 +21,8 @@ import struct
 from typing import Any, Final
 
 from lvm_driver.read.mda import (INITIAL_CRC, LABEL_ID, LABEL_SCAN_SECTORS, LABEL_TYPE,
-                            MDA_HEADER_SIZE, MDA_MAGIC, MDA_VERSION, SECTOR, HeaderError,
-                            calc_crc, parse_label)
+                                 MDA_HEADER_SIZE, MDA_MAGIC, MDA_VERSION, SECTOR, HeaderError,
+                                 calc_crc, parse_label)
 from lvm_driver.simulator.metadata_text import label_uuid, metadata_text
 from lvm_driver.simulator.sizes import PV_METADATA_BYTES
 

@@ -20,7 +20,7 @@ import pytest
 
 from tests.ecosystem import lio_commands
 from tests.ecosystem.support import (CINDER_INSTALLED, IN_CI, NO_CINDER, backup_options,
-                                      requires_cinder, run_cinder_side, write_cinder_conf)
+                                     requires_cinder, run_cinder_side, write_cinder_conf)
 
 PORTAL = "127.0.0.1:3260"
 INSTANCES = [f"00000000-0000-0000-0000-00000000000{i}" for i in range(1, 4)]

@@ -11,8 +11,8 @@ it attached (``os-reserve``, ``os-attach``), writes and reads a pattern,
 detaches, ends the connection (``os-begin_detaching``,
 ``os-terminate_connection``, ``os-detach``: the target goes), reads the
 pattern back from the LV itself (what went over iSCSI is on the driver's LV),
-and deletes the volume; the LV must be gone from ``lvs``. The stack's start and each step's seconds go to
-``test-results/realvm-cinder-timings.json``; progress to
+and deletes the volume; the LV must be gone from ``lvs``. The stack's start and
+each step's seconds go to ``test-results/realvm-cinder-timings.json``; progress to
 ``test-results/realvm-datapath.log`` (the guest's iSCSI set-up is
 ``realvm_guest.py``'s). In tools/run-tests.sh's VM lane, which first makes
 Cinder's schema on the host (``python -m tests.ecosystem.deployment

@@ -23,7 +23,7 @@ import pytest
 from driver_kit import GiB
 from lvm_driver.commands.lvm import VolumeGroup
 from lvm_driver.run.executor import (CommandResult, LVMExecutor, LVMNotFoundError,
-                                 LVMTimeoutError, LVMVolumeGroupNotFoundError, ProcessRunner)
+                                     LVMTimeoutError, LVMVolumeGroupNotFoundError, ProcessRunner)
 from lvm_driver.run.shell import SHELL_SETTINGS, shell_config_dir
 from lvm_driver.simulator import LVMSimulator
 from lvm_driver.simulator.shell_mode import document
