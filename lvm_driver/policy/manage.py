@@ -17,11 +17,16 @@ as any operator's thin LV with an origin does.
 
 Revert follows Cinder's LVM driver: ``lvconvert --merge`` of the snapshot,
 the volume deactivated and activated again, the snapshot made anew.
+
+"Open" is the kernel's word, asked again for up to ``OPEN_GRACE_S`` before a
+refusal: udev opens a new LV, or one just written and closed, for a moment
+to probe it, and that is no user of the volume.
 """
 
 from __future__ import annotations
 
 import logging
+import time
 import uuid
 from typing import Any, Mapping
 
@@ -42,6 +47,10 @@ REFERENCE_KEY = "source-name"
 _VOLUME = "a volume"
 _SNAPSHOT = "a snapshot"
 
+#: how long an LV seen open is watched for its close before a refusal (udev's probe)
+OPEN_GRACE_S = 3.0
+_OPEN_RECHECK_S = 0.2
+
 
 class ManageMixin:
     """Manage, unmanage, manageable listings, retype and revert on LVM."""
@@ -53,6 +62,16 @@ class ManageMixin:
     @staticmethod
     def _tag_of(kind: str) -> str:
         return VOLUME_TAG if kind == _VOLUME else SNAPSHOT_TAG
+
+    def _live_unless_closing(self, name: str) -> LogicalVolume | None:
+        """LV ``name`` as the kernel shows it now (None: gone); if open, asked again
+        until it closes or ``OPEN_GRACE_S`` passes (a udev probe closes within it)."""
+        deadline = time.monotonic() + OPEN_GRACE_S
+        live = self.vg.lv_report(name)
+        while live is not None and live.attr.device_open and time.monotonic() < deadline:
+            time.sleep(_OPEN_RECHECK_S)
+            live = self.vg.lv_report(name)
+        return live
 
     def _referenced(self, existing_ref: Any) -> str:
         """The LV name in ``existing_ref`` (``{"source-name": <lv>}``), or InvalidInput."""
@@ -83,7 +102,7 @@ class ManageMixin:
         if lv is None:
             raise (VolumeNotFound if kind == _VOLUME else SnapshotNotFound)(
                 f"no logical volume {self.vg_name}/{name} to manage")
-        live = self.vg.lv_report(name)  # open or not: the kernel's word, now
+        live = self._live_unless_closing(name)
         reason = self._why_not(lv, kind, live is not None and live.attr.device_open)
         if reason == "already managed":
             raise AlreadyExists(f"logical volume {self.vg_name}/{name} is already managed "
@@ -265,7 +284,7 @@ class ManageMixin:
         if snapshot.size_bytes != volume.size_bytes:
             raise InvalidInput(f"volume {name!r} was resized since snapshot "
                                f"{snapshot_name!r} was taken: nothing was reverted")
-        live = self.vg.lv_report(name)  # open or not: the kernel's word, now
+        live = self._live_unless_closing(name)
         if live is None:
             raise VolumeNotFound(f"no volume {name!r}")
         if live.attr.device_open:

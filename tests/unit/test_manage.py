@@ -3,16 +3,26 @@ refusal changes nothing."""
 
 from __future__ import annotations
 
+import threading
+import time
+
 import pytest
 
 from driver_kit import (AlreadyExists, GiB, InvalidInput, SnapshotNotFound, VolumeBusy,
                         VolumeNotFound)
+from lvm_driver.policy import manage
 from lvm_driver.run.executor import LVMCommandError
 from tests.unit.test_lvm_driver import make, names, sim  # noqa: F401 - the fixture
 
 
 def lvs(sim):  # noqa: F811
     return {name: sorted(rec["tags"]) for name, rec in sim.state()["vgs"]["dkvg"]["lvs"].items()}
+
+
+@pytest.fixture(autouse=True)
+def short_grace(monkeypatch):
+    """An LV that stays open is refused after 0.3 s here, not the driver's 3 s."""
+    monkeypatch.setattr(manage, "OPEN_GRACE_S", 0.3)
 
 
 @pytest.fixture
@@ -53,6 +63,25 @@ def test_open_lvs_are_in_use_and_snapshots_are_named(driver, sim):
     listed = {e["reference"]["source-name"]: e for e in driver.manageable_volumes()}
     assert listed["mine"]["safe_to_manage"] is True
     assert listed["mine"]["extra_info"].endswith("(manage them after it): mine-snap")
+
+
+def closed_after(sim, lv, seconds):  # noqa: F811
+    """Open ``lv`` now and close it ``seconds`` later, as udev's probe of a new LV does."""
+    sim.set_open("dkvg", lv)
+    threading.Timer(seconds, sim.set_open, ("dkvg", lv, False)).start()
+
+
+def test_an_lv_open_for_a_moment_is_managed_and_reverted_not_refused(driver, sim, monkeypatch):
+    monkeypatch.setattr(manage, "OPEN_GRACE_S", 5.0)
+    closed_after(sim, "mine", 0.5)
+    started = time.monotonic()
+    driver.manage_existing("volume-m", {"source-name": "mine"})
+    assert 0.5 <= time.monotonic() - started < 5.0
+    assert "volume-m" in names(sim) and "mine" not in names(sim)
+    driver.create_snapshot("snap-a", "volume-a")
+    closed_after(sim, "volume-a", 0.5)
+    driver.revert_to_snapshot("volume-a", "snap-a")
+    assert {"volume-a", "snap-a"} <= names(sim)
 
 
 def test_the_pool_and_provisioning_type_must_be_the_lvs(driver, sim):
