@@ -67,6 +67,7 @@ fi
 
 # Refuse to run on the host: this script runs losetup/pvcreate.
 grep -q 'virtme' /proc/cmdline || die "not inside a virtme-ng guest (no 'virtme' on the kernel command line)"
+: > "$scratch/booted"  # the host's watchdog: the guest got this far
 
 # virtme-ng-init leaks its /dev/vport*p1 fds (3,4,5) into the command. Do NOT
 # close or redirect them: they are separate opens of the ports behind our
@@ -131,6 +132,7 @@ export DK_REALVM_GUEST_SCRATCH="$work"
 
 mapfile -d '' -t argv < "$scratch/argv"
 [ "${#argv[@]}" -gt 0 ] || die "empty command"
+: > "$scratch/started"  # the host's watchdog: set-up done, the command runs
 cd "$repo" || die "cannot cd to $repo"
 "${argv[@]}"
 rc=$?

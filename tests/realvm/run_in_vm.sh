@@ -17,6 +17,8 @@
 #   DK_REALVM_PYTHON   interpreter whose bin/ holds vng (default <repo>/.venv/bin/python)
 #   DK_REALVM_KERNEL   kernel image (default: newest /boot/vmlinuz-* with dm-thin-pool)
 #   DK_REALVM_TIMEOUT  seconds for the whole VM run, boot included (default 900)
+#   DK_REALVM_BOOT_TIMEOUT  seconds for the guest to start the command; a guest
+#                      that has not is stopped and booted once more (default 420)
 #   DK_REALVM_MEMORY   guest memory (default 2G)   DK_REALVM_CPUS (default 2)
 #   DK_REAL_LVM_VG     VG name in the guest (default dkvg)
 #   DK_REAL_LVM_PV_SIZE  sparse PV size in the guest (default 4G)
@@ -104,27 +106,61 @@ cmd=("$vng" --run "$kernel" --disable-kvm --force-9p
 # file, that reopens it at offset 0 with O_TRUNC, so guest output and anything
 # else written to the same file overwrite each other (seen: CI-style
 # `> log 2>&1` loses lines). Always give vng pipes, copied through by cat.
-mkfifo "$scratch/stdout" "$scratch/stderr" || die "mkfifo failed"
-cat "$scratch/stdout" &
-cat_out=$!
-cat "$scratch/stderr" >&2 &
-cat_err=$!
+#
+# A guest that has not started the command (guest_setup.sh touches `started`
+# in the scratch dir) DK_REALVM_BOOT_TIMEOUT seconds after the VM was started
+# is stopped and booted once more: seen once, a guest hung before the command
+# and the run waited out its whole timeout with no output.
+boot_timeout_s="${DK_REALVM_BOOT_TIMEOUT:-420}"
+stopped=""
+run_vm_once() {  # one VM run; sets vng_rc, and hung=1 if the watchdog stopped it
+    local budget="$1" cat_out cat_err watchdog
+    rm -f "$scratch/stdout" "$scratch/stderr" "$scratch/booted" "$scratch/started" "$scratch/hung"
+    mkfifo "$scratch/stdout" "$scratch/stderr" || die "mkfifo failed"
+    cat "$scratch/stdout" &
+    cat_out=$!
+    cat "$scratch/stderr" >&2 &
+    cat_err=$!
+    # timeout signals the whole process group (vng and its qemu child). It runs in
+    # a process group of its own, so a signal to ours (a run stopped from outside)
+    # would not reach it: this script passes TERM, INT and HUP on, and waits for it.
+    timeout --kill-after=20 "$budget" "${cmd[@]}" < /dev/null > "$scratch/stdout" 2> "$scratch/stderr" &
+    timeout_pid=$!
+    (
+        sleep "$boot_timeout_s"
+        if [ ! -e "$scratch/started" ] && [ ! -e "$scratch/setup_error" ]; then
+            stage="before guest_setup.sh ran (kernel boot or virtme-ng init)"
+            [ -e "$scratch/booted" ] && stage="in guest_setup.sh (modules, loop device, VG)"
+            echo "run_in_vm.sh: the guest has not started the command after ${boot_timeout_s}s: hung $stage; stopping the VM" >&2
+            : > "$scratch/hung"
+            kill -TERM "$timeout_pid" 2>/dev/null
+        fi
+    ) &
+    watchdog=$!
+    trap 'stopped=1; kill -TERM "$timeout_pid" 2>/dev/null' TERM INT HUP
+    while :; do
+        vng_rc=0
+        wait "$timeout_pid" || vng_rc=$?
+        kill -0 "$timeout_pid" 2>/dev/null || break  # else a trapped signal ended the wait early
+    done
+    trap - TERM INT HUP
+    kill "$watchdog" 2>/dev/null
+    wait "$watchdog" 2>/dev/null
+    wait "$cat_out" "$cat_err"
+    hung=""
+    [ -e "$scratch/hung" ] && hung=1
+    return 0
+}
 
 start=$(date +%s)
-# timeout signals the whole process group (vng and its qemu child). It runs in
-# a process group of its own, so a signal to ours (a run stopped from outside)
-# would not reach it: this script passes TERM, INT and HUP on, and waits for it.
-timeout --kill-after=20 "$timeout_s" "${cmd[@]}" < /dev/null > "$scratch/stdout" 2> "$scratch/stderr" &
-timeout_pid=$!
-stopped=""
-trap 'stopped=1; kill -TERM "$timeout_pid" 2>/dev/null' TERM INT HUP
-while :; do
-    vng_rc=0
-    wait "$timeout_pid" || vng_rc=$?
-    kill -0 "$timeout_pid" 2>/dev/null || break  # else a trapped signal ended the wait early
-done
-trap - TERM INT HUP
-wait "$cat_out" "$cat_err"
+run_vm_once "$timeout_s"
+if [ -n "$hung" ] && [ -z "$stopped" ] && [ ! -f "$scratch/rc" ]; then
+    left=$(( timeout_s - ($(date +%s) - start) ))
+    if [ "$left" -gt "$boot_timeout_s" ]; then
+        echo "run_in_vm.sh: booting the VM once more (${left}s of DK_REALVM_TIMEOUT left)" >&2
+        run_vm_once "$left"
+    fi
+fi
 elapsed=$(( $(date +%s) - start ))
 
 if [ -f "$scratch/rc" ]; then
@@ -139,6 +175,7 @@ if [ -f "$scratch/setup_error" ]; then
     die "guest setup failed: $(cat "$scratch/setup_error")" 3
 fi
 [ -z "$stopped" ] || die "stopped by a signal; the VM was shut down (after ${elapsed}s)" 143
+[ -z "$hung" ] || die "the guest never started the command (hung before it, twice or with no time left for a second boot; after ${elapsed}s). Re-run with --verbose to see the guest console" 125
 if [ "$vng_rc" = 124 ] || [ "$vng_rc" = 137 ]; then
     die "VM run exceeded DK_REALVM_TIMEOUT=${timeout_s}s and was killed (after ${elapsed}s)" 124
 fi
