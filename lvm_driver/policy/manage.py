@@ -65,9 +65,10 @@ class ManageMixin:
 
     def _live_unless_closing(self, name: str) -> LogicalVolume | None:
         """LV ``name`` as the kernel shows it now (None: gone); if open, asked again
-        until it closes or ``OPEN_GRACE_S`` passes (a udev probe closes within it)."""
-        deadline = time.monotonic() + OPEN_GRACE_S
+        until it closes or ``OPEN_GRACE_S`` passes after the first answer (a udev
+        probe closes within it; however slow ``lvs`` is, there is a second look)."""
         live = self.vg.lv_report(name)
+        deadline = time.monotonic() + OPEN_GRACE_S
         while live is not None and live.attr.device_open and time.monotonic() < deadline:
             time.sleep(_OPEN_RECHECK_S)
             live = self.vg.lv_report(name)

@@ -84,6 +84,13 @@ def test_an_lv_open_for_a_moment_is_managed_and_reverted_not_refused(driver, sim
     assert {"volume-a", "snap-a"} <= names(sim)
 
 
+def test_an_lvs_slower_than_the_grace_still_gets_a_second_look(driver, sim):
+    sim.inject("lvs", exit_code=0, delay_s=0.6, argv_contains="dkvg/mine")  # grace: 0.3 s
+    closed_after(sim, "mine", 0.2)  # closes once the slow lvs has shown it open
+    driver.manage_existing("volume-m", {"source-name": "mine"})
+    assert "volume-m" in names(sim)
+
+
 def test_the_pool_and_provisioning_type_must_be_the_lvs(driver, sim):
     with pytest.raises(InvalidInput, match="not 'dkvg'"):
         driver.manage_existing("volume-b", {"source-name": "mine"}, pool_name="dkvg")
