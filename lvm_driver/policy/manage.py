@@ -19,8 +19,8 @@ Revert follows Cinder's LVM driver: ``lvconvert --merge`` of the snapshot,
 the volume deactivated and activated again, the snapshot made anew.
 
 "Open" is the kernel's word, asked again for up to ``OPEN_GRACE_S`` before a
-refusal: udev opens a new LV, or one just written and closed, for a moment
-to probe it, and that is no user of the volume.
+refusal: udev opens a new LV for a moment to probe it, and that is no user of
+the volume.
 """
 
 from __future__ import annotations
