@@ -73,8 +73,8 @@ def closed_after(sim, lv, seconds):  # noqa: F811
 
 def test_an_lv_open_for_a_moment_is_managed_and_reverted_not_refused(driver, sim, monkeypatch):
     monkeypatch.setattr(manage, "OPEN_GRACE_S", 5.0)
-    closed_after(sim, "mine", 0.5)
     started = time.monotonic()
+    closed_after(sim, "mine", 0.5)
     driver.manage_existing("volume-m", {"source-name": "mine"})
     assert 0.5 <= time.monotonic() - started < 5.0
     assert "volume-m" in names(sim) and "mine" not in names(sim)
