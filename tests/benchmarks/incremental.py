@@ -22,8 +22,12 @@ parsed where it changed), the same again with nothing changed, and os-brick's
 refresh as Cinder's LVM driver does it, side by side. The pool is inactive: its
 usage is a stand-in on both paths (``refresh.PoolUsageFiller``).
 
+With ``--persisted 1000,10000,100000``, a design measured and not built: a restart
+that loads its predecessor's parse instead of parsing (``persisted_parse``).
+
     python -m tests.benchmarks.incremental [--sizes 1000,10000,100000] [--runs 5]
                                            [--real 1000,10000] [--creates 1000,10000]
+                                           [--persisted 1000,10000,100000]
 """
 
 from __future__ import annotations
@@ -300,6 +304,8 @@ def main(argv: list[str] | None = None) -> int:
                         help="with --real: this many refreshes after a change under cProfile")
     parser.add_argument("--creates", default="",
                         help="sizes of the driver's own work per create (root)")
+    parser.add_argument("--persisted", default="",
+                        help="sizes of the restart that loads the last parse")
     args = parser.parse_args(argv)
     started = time.time()
     load_before = " ".join(f"{x:.2f}" for x in os.getloadavg())
@@ -308,6 +314,10 @@ def main(argv: list[str] | None = None) -> int:
             for size in args.real.split(",") if size]
     creates = [measure_creates(int(size), args.runs)
                for size in args.creates.split(",") if size]
+    from tests.benchmarks import persisted_parse  # it reads this module's texts
+
+    persisted = [persisted_parse.measure(int(size), args.runs)
+                 for size in args.persisted.split(",") if size]
     result = {"command": "python -m tests.benchmarks.incremental "
                          + " ".join(argv if argv is not None else sys.argv[1:]),
               "machine": machine(), "runs": args.runs, "sizes": sizes,
@@ -315,7 +325,8 @@ def main(argv: list[str] | None = None) -> int:
               "load_after": " ".join(f"{x:.2f}" for x in os.getloadavg()),
               "took_s": time.time() - started}
     print(render(result) + (render_real(real, args.runs) if real else "")
-          + (render_creates(creates, args.runs) if creates else ""))
+          + (render_creates(creates, args.runs) if creates else "")
+          + (persisted_parse.render(persisted, args.runs) if persisted else ""))
     return 0
 
 

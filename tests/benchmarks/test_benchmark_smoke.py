@@ -120,6 +120,15 @@ def test_the_incremental_read_after_a_one_lv_change_stays_far_below_a_full_parse
     assert result["incremental_s"] * 3 < result["full_parse_s"], result
 
 
+def test_the_persisted_parse_design_gives_the_cold_parses_report_without_a_parse():
+    """``persisted_parse`` at 300 LVs: after loading the pickled state, the same text and
+    a one-LV change are read with no full parse, the report equal (asserted inside)."""
+    from tests.benchmarks import persisted_parse
+
+    result = persisted_parse.measure(300, 1)
+    assert result["pickle_bytes"] > 0 and "| 300 |" in persisted_parse.render([result], 1)
+
+
 def _on_a_real_vg(measure: Callable[[], dict[str, Any]]) -> dict[str, Any]:
     """``measure()``'s result, or a skip where no real PV can be put on a loop device."""
     from tests.benchmarks.realvg import BenchmarkSetupError
