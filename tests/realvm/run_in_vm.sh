@@ -127,7 +127,12 @@ run_vm_once() {  # one VM run; sets vng_rc, and hung=1 if the watchdog stopped i
     timeout --kill-after=20 "$budget" "${cmd[@]}" < /dev/null > "$scratch/stdout" 2> "$scratch/stderr" &
     timeout_pid=$!
     (
-        sleep "$boot_timeout_s"
+        # its sleep must not outlive it: a sleep left behind would hold our stdout
+        # and stderr open (a pipe reader would wait out the boot timeout)
+        sleep "$boot_timeout_s" < /dev/null > /dev/null 2>&1 &
+        sleeper=$!
+        trap 'kill "$sleeper" 2>/dev/null; exit 0' TERM
+        wait "$sleeper"
         if [ ! -e "$scratch/started" ] && [ ! -e "$scratch/setup_error" ]; then
             stage="before guest_setup.sh ran (kernel boot or virtme-ng init)"
             [ -e "$scratch/booted" ] && stage="in guest_setup.sh (modules, loop device, VG)"

@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -62,9 +63,9 @@ def stand_in(tmp_path):
     return env, tmp_path / "boots"
 
 
-def run(env):
+def run(env, timeout_s=120):
     return subprocess.run(["bash", str(SCRIPT), "--", sys.executable, "-c", "pass"], env=env,
-                          capture_output=True, text=True, timeout=120)
+                          capture_output=True, text=True, timeout=timeout_s)
 
 
 def test_a_guest_hung_before_the_command_is_booted_once_more(stand_in):
@@ -83,3 +84,12 @@ def test_a_guest_that_hangs_twice_is_given_up_on_with_125(stand_in):
     assert done.returncode == 125, done.stderr
     assert "never started the command" in done.stderr
     assert boots.read_text().strip() == "2"
+
+
+def test_a_guest_that_starts_leaves_no_watchdog_holding_the_output_open(stand_in):
+    env, boots = stand_in
+    boots.write_text("1")  # the stand-in boots at once
+    started = time.monotonic()
+    done = run({**env, "DK_REALVM_BOOT_TIMEOUT": "60"}, timeout_s=50)  # pipes: a reader
+    assert done.returncode == 0, done.stderr
+    assert time.monotonic() - started < 30, "the output stayed open after the run"
